@@ -1,0 +1,72 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "BrickRequest",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "BrickRequest", targets: ["BrickRequest"]),
+        .library(name: "BrickTesting", targets: ["BrickTesting"]),
+        .library(name: "BrickTestServer", targets: ["BrickTestServer"]),
+        .executable(name: "brick-demo", targets: ["BrickDemo"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.3.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"]), .yum(["libcurl-devel"]), .brew(["curl"])]
+        ),
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"]), .yum(["zlib-devel"])]
+        ),
+        .target(
+            name: "BrickRequest",
+            dependencies: [
+                "CCurl",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "BrickTesting",
+            dependencies: ["BrickRequest"]
+        ),
+        .target(
+            name: "BrickTestServer",
+            dependencies: [
+                "CZlib",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(
+            name: "BrickDemo",
+            dependencies: ["BrickRequest", "BrickTestServer"],
+            path: "Samples/BrickDemo"
+        ),
+        .testTarget(
+            name: "BrickRequestTests",
+            dependencies: ["BrickRequest", "BrickTesting", "BrickTestServer"]
+        ),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["BrickRequest", "BrickTestServer"]
+        ),
+    ]
+)
+
+// Upcoming language features for every target (swift-log's pattern). No unsafeFlags.
+for target in package.targets where target.type != .system {
+    var settings = target.swiftSettings ?? []
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    target.swiftSettings = settings
+}

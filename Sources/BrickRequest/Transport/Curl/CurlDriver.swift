@@ -1,0 +1,531 @@
+import Foundation
+import HTTPTypes
+internal import CCurl
+import Synchronization
+
+/// The thread that owns a `curl_multi` handle and every easy handle attached to it.
+///
+/// Loop: drain the inbox (start, cancel) → `curl_multi_perform` → `curl_multi_info_read` →
+/// `curl_multi_poll`. Other threads append to the inbox under a lock and call
+/// `curl_multi_wakeup` only when the driver is asleep in `curl_multi_poll`; submissions made on
+/// the driver thread itself (from a completion) skip the lock and the wakeup.
+///
+/// `@unchecked Sendable`: `inbox` is guarded by its `Mutex`; the multi handle, the easy handles and
+/// every other mutable field are touched on the driver thread only (`curl_multi_wakeup`, documented
+/// as callable from any thread, is the one exception).
+final class CurlDriver: @unchecked Sendable {
+    enum Command {
+        case start(Transfer)
+        case cancel(Transfer)
+        case shutdown
+    }
+
+    struct Inbox {
+        var commands: [Command] = []
+        var sleeping = false
+    }
+
+    struct Statistics {
+        var activeTransfers = 0
+        var easyHandles = 0
+    }
+
+    private let inbox = Mutex(Inbox())
+    private let multi: UnsafeMutableRawPointer
+    private let configuration: CurlTransport.Configuration
+    private let proxy: ResolvedProxy
+    private let userAgent: String
+    private let statistics = Mutex(Statistics())
+    private var thread = pthread_t()
+
+    // Driver-thread state. Unchecked exclusivity: a single thread touches it (perf rule 3).
+    @exclusivity(unchecked) private var local: [Command] = []
+    @exclusivity(unchecked) private var drained: [Command] = []
+    @exclusivity(unchecked) private var active: [Transfer] = []
+    @exclusivity(unchecked) private var idleHandles: [EasyHandle] = []
+    @exclusivity(unchecked) private var easyHandleCount = 0
+    @exclusivity(unchecked) private var running = true
+
+    init(configuration: CurlTransport.Configuration, proxy: ResolvedProxy) {
+        CurlGlobal.initialize()
+        self.configuration = configuration
+        self.proxy = proxy
+        self.userAgent = "BrickRequest/\(BrickRequestVersion.string) libcurl/\(String(cString: ccurl_version_string()))"
+        self.multi = curl_multi_init()!
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, 2 /* CURLPIPE_MULTIPLEX */)
+        if let max = configuration.maxConnections {
+            _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max)
+        }
+        if let max = configuration.maxConnectionsPerHost {
+            _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max)
+        }
+        let retained = Unmanaged.passRetained(self).toOpaque()
+        let result = pthread_create(&thread, nil, { argument in
+            let driver = Unmanaged<CurlDriver>.fromOpaque(argument!).takeRetainedValue()
+            driver.run()
+            return nil
+        }, retained)
+        precondition(result == 0, "cannot start the curl driver thread: \(result)")
+        pthread_detach(thread)
+    }
+
+    var snapshot: Statistics { statistics.withLock { $0 } }
+
+    // MARK: - Submitting (any thread)
+
+    func submit(_ command: Command) {
+        if pthread_equal(pthread_self(), thread) != 0 {
+            local.append(command)
+            return
+        }
+        let wake = inbox.withLock { inbox -> Bool in
+            inbox.commands.append(command)
+            defer { inbox.sleeping = false }
+            return inbox.sleeping
+        }
+        if wake { curl_multi_wakeup(multi) }
+    }
+
+    // MARK: - The loop (driver thread)
+
+    private func run() {
+        var runningHandles: Int32 = 0
+        while running {
+            processCommands()
+            if !running { break }
+            curl_multi_perform(multi, &runningHandles)
+            readCompletions()
+            if !local.isEmpty { continue }
+            let sleep = inbox.withLock { inbox -> Bool in
+                if inbox.commands.isEmpty {
+                    inbox.sleeping = true
+                    return true
+                }
+                return false
+            }
+            if sleep {
+                curl_multi_poll(multi, nil, 0, 1000, nil)
+                inbox.withLock { $0.sleeping = false }
+            }
+        }
+        tearDown()
+    }
+
+    private func processCommands() {
+        // Local first: a start submitted on this thread always precedes a cancel from elsewhere.
+        while !local.isEmpty {
+            swap(&local, &drained)
+            for command in drained { handle(command) }
+            drained.removeAll(keepingCapacity: true)
+        }
+        inbox.withLock { swap(&$0.commands, &drained) }
+        for command in drained { handle(command) }
+        drained.removeAll(keepingCapacity: true)
+        while !local.isEmpty {
+            swap(&local, &drained)
+            for command in drained { handle(command) }
+            drained.removeAll(keepingCapacity: true)
+        }
+    }
+
+    private func handle(_ command: Command) {
+        switch command {
+        case .start(let transfer):
+            guard transfer.state == .pending else { return }
+            begin(transfer)
+        case .cancel(let transfer):
+            switch transfer.state {
+            case .done:
+                return
+            case .pending:
+                transfer.state = .done
+                transfer.completion(.failure(TransportError(.cancelled, message: "cancelled before it started")))
+            case .active:
+                let sent = transfer.easy.map { $0.long(CURLINFO_REQUEST_SIZE) > 0 } ?? false
+                finish(transfer, .failure(TransportError(.cancelled, message: "cancelled", requestBytesSent: sent)))
+            }
+        case .shutdown:
+            running = false
+        }
+    }
+
+    private func begin(_ transfer: Transfer) {
+        let easy: EasyHandle
+        if let reused = idleHandles.popLast() {
+            reused.reset()
+            easy = reused
+        } else if let created = EasyHandle() {
+            easy = created
+            easyHandleCount += 1
+        } else {
+            transfer.state = .done
+            transfer.completion(.failure(TransportError(.other, message: "curl_easy_init failed")))
+            return
+        }
+        transfer.easy = easy
+        transfer.state = .active
+        if configuration.redirects.maxRedirects <= 0 { transfer.request.options.followsRedirects = false }
+        transfer.activeIndex = active.count
+        active.append(transfer)
+        publishStatistics()
+        if let error = configure(easy, for: transfer) {
+            finish(transfer, .failure(error))
+            return
+        }
+        curl_multi_add_handle(multi, easy.raw)
+    }
+
+    private func readCompletions() {
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE else { continue }
+            let code = message.pointee.data.result
+            var privateData: UnsafeMutableRawPointer? = nil
+            _ = ccurl_easy_getinfo_ptr(message.pointee.easy_handle, CURLINFO_PRIVATE, &privateData)
+            let transfer = Transfer.from(privateData)
+            completed(transfer, code: code)
+        }
+    }
+
+    private func completed(_ transfer: Transfer, code: CURLcode) {
+        guard let easy = transfer.easy else { return }
+        if code != CURLE_OK {
+            finish(transfer, .failure(CurlErrorMapping.error(code: code, easy: easy, transfer: transfer)))
+            return
+        }
+        let status = easy.long(CURLINFO_RESPONSE_CODE)
+        if transfer.request.options.followsRedirects, [301, 302, 303, 307, 308].contains(status),
+            let location = easy.string(CURLINFO_REDIRECT_URL)
+        {
+            switch redirect(transfer, status: status, to: location) {
+            case .followed: return
+            case .failed(let error):
+                finish(transfer, .failure(error))
+                return
+            case .deliver: break
+            }
+        }
+        if transfer.fileDescriptor >= 0 && fsync(transfer.fileDescriptor) != 0 && errno != EINVAL {
+            finish(transfer, .failure(TransportError(
+                .fileIO, message: "cannot flush the response body file: \(String(cString: strerror(errno)))",
+                osErrno: errno, requestBytesSent: true)))
+            return
+        }
+        let response = TransportResponse(
+            status: HTTPResponse.Status(code: min(max(status, 0), 999)),
+            rawHeaders: transfer.headerBytes,
+            body: transfer.fileDescriptor >= 0 ? nil : transfer.body,
+            bodyFile: transfer.fileDescriptor >= 0 ? destinationPath(transfer) : nil,
+            metrics: metrics(easy, transfer),
+            url: transfer.request.urlString)
+        finish(transfer, .success(response))
+    }
+
+    private func destinationPath(_ transfer: Transfer) -> String? {
+        if case .file(let path) = transfer.request.options.destination { return path }
+        return nil
+    }
+
+    /// Detaches the handle, returns it to the pool and delivers the outcome (outside any lock).
+    private func finish(_ transfer: Transfer, _ result: Result<TransportResponse, TransportError>) {
+        guard transfer.state == .active, let easy = transfer.easy else { return }
+        curl_multi_remove_handle(multi, easy.raw)
+        transfer.easy = nil
+        transfer.state = .done
+        transfer.closeFiles()
+        let index = transfer.activeIndex
+        let last = active.removeLast()
+        if last !== transfer {
+            active[index] = last
+            last.activeIndex = index
+        }
+        transfer.activeIndex = -1
+        if idleHandles.count < configuration.maxIdleHandles {
+            idleHandles.append(easy)
+        } else {
+            easyHandleCount -= 1
+        }
+        publishStatistics()
+        if case .failure(let error) = result, case .file(let path) = transfer.request.options.destination,
+            error.kind != .cancelled || transfer.received > 0
+        {
+            // A partial download is not left behind as if it were complete.
+            unlink(path)
+        }
+        transfer.completion(result)
+    }
+
+    private func publishStatistics() {
+        let count = active.count
+        let handles = easyHandleCount
+        statistics.withLock {
+            $0.activeTransfers = count
+            $0.easyHandles = handles
+        }
+    }
+
+    private func tearDown() {
+        for command in inbox.withLock({ inbox -> [Command] in
+            defer { inbox.commands.removeAll() }
+            return inbox.commands
+        }) + local {
+            if case .start(let transfer) = command, transfer.state == .pending {
+                transfer.state = .done
+                transfer.completion(.failure(TransportError(.shutdown, message: "the transport was shut down")))
+            }
+        }
+        local.removeAll()
+        while let transfer = active.last {
+            finish(transfer, .failure(TransportError(.shutdown, message: "the transport was shut down")))
+        }
+        idleHandles.removeAll()
+        easyHandleCount = 0
+        publishStatistics()
+        curl_multi_cleanup(multi)
+    }
+
+    // MARK: - Per-transfer configuration
+
+    private func configure(_ easy: EasyHandle, for transfer: Transfer) -> TransportError? {
+        transfer.resetForHop()
+        let request = transfer.request
+        let options = request.options
+        let url = request.urlString
+        easy.set(CURLOPT_URL, url)
+        easy.set(CURLOPT_PRIVATE, pointer: transfer.unmanagedPointer)
+        easy.set(CURLOPT_NOSIGNAL, true)
+        easy.set(CURLOPT_ERRORBUFFER, pointer: easy.errorBuffer)
+        easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
+        easy.set(CURLOPT_FOLLOWLOCATION, false)
+        easy.set(CURLOPT_USERAGENT, userAgent)
+        easy.set(CURLOPT_HEADERFUNCTION, callback: CurlCallbacks.header)
+        easy.set(CURLOPT_HEADERDATA, pointer: transfer.unmanagedPointer)
+        easy.set(CURLOPT_WRITEFUNCTION, callback: CurlCallbacks.write)
+        easy.set(CURLOPT_WRITEDATA, pointer: transfer.unmanagedPointer)
+
+        // Timeouts.
+        easy.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds)
+        if let timeout = options.timeout ?? configuration.requestTimeout {
+            easy.set(CURLOPT_TIMEOUT_MS, max(1, timeout.milliseconds))
+        }
+        if let idle = configuration.idleTimeout {
+            easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
+            easy.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(idle.components.seconds)))
+        }
+
+        // Limits and decoding.
+        transfer.limit = options.maxResponseSize ?? configuration.maxResponseSize
+        easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: transfer.limit)
+        if configuration.automaticDecompression {
+            easy.set(CURLOPT_ACCEPT_ENCODING, "")
+        }
+
+        // HTTP version and TLS. Verification stays at libcurl's default (on); the minimum is TLS 1.2.
+        switch configuration.httpVersion {
+        case .http1_1: easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
+        case .http2OverTLS:
+            easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
+            easy.set(CURLOPT_PIPEWAIT, true)
+        }
+        easy.set(CURLOPT_SSLVERSION, CURL_SSLVERSION_TLSv1_2)
+        let tls = configuration.tls
+        if let caFile = tls.caFile { easy.set(CURLOPT_CAINFO, caFile) }
+        if let caPath = tls.caPath { easy.set(CURLOPT_CAPATH, caPath) }
+        if let client = tls.clientCertificate {
+            easy.set(CURLOPT_SSLCERT, client.certificatePath)
+            easy.set(CURLOPT_SSLKEY, client.privateKeyPath)
+            if let password = client.privateKeyPassword { easy.set(CURLOPT_KEYPASSWD, password) }
+        }
+        if !tls.pinnedPublicKeys.isEmpty {
+            easy.set(CURLOPT_PINNEDPUBLICKEY, tls.pinnedPublicKeys.joined(separator: ";"))
+        }
+
+        // Proxy, set explicitly so libcurl does not read the environment per transfer.
+        easy.set(CURLOPT_PROXY, request.head.scheme == "https" ? proxy.https : proxy.http)
+        easy.set(CURLOPT_NOPROXY, proxy.noProxy)
+
+        // A request that is not safe to repeat never rides a reused connection: libcurl would
+        // silently re-send it if that connection turned out to be closed.
+        if !request.isIdempotent {
+            easy.set(CURLOPT_FRESH_CONNECT, true)
+        }
+
+        if options.progress != nil {
+            easy.set(CURLOPT_NOPROGRESS, false)
+            _ = ccurl_easy_setopt_xferinfo_callback(easy.raw, CurlCallbacks.progress)
+            easy.set(CURLOPT_XFERINFODATA, pointer: transfer.unmanagedPointer)
+        }
+
+        // Method and body.
+        var lines: [String] = []
+        lines.reserveCapacity(request.head.headerFields.count + 2)
+        var hasContentType = false
+        var hasExpect = false
+        var declaredLength: String? = nil
+        for field in request.head.headerFields {
+            switch field.name {
+            case .contentLength:
+                declaredLength = field.value
+                continue
+            case .contentType: hasContentType = true
+            case .expect: hasExpect = true
+            default: break
+            }
+            lines.append(field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)")
+        }
+        let method = request.head.method
+        if let body = request.body {
+            do {
+                transfer.bodyLength = try body.contentLength()
+            } catch {
+                return error
+            }
+            if let declaredLength, Int64(declaredLength) != transfer.bodyLength {
+                return TransportError(
+                    .invalidRequest,
+                    message: "Content-Length \(declaredLength) does not match the body's \(transfer.bodyLength) bytes")
+            }
+            easy.set(CURLOPT_POST, true)
+            easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: transfer.bodyLength)
+            easy.set(CURLOPT_READFUNCTION, callback: CurlCallbacks.read)
+            easy.set(CURLOPT_READDATA, pointer: transfer.unmanagedPointer)
+            _ = ccurl_easy_setopt_seek_callback(easy.raw, CurlCallbacks.seek)
+            easy.set(CURLOPT_SEEKDATA, pointer: transfer.unmanagedPointer)
+            if method != .post { easy.set(CURLOPT_CUSTOMREQUEST, method.rawValue) }
+            if !hasContentType { lines.append("Content-Type:") }  // no libcurl form default
+            if !hasExpect { lines.append("Expect:") }  // no 100-continue round trip
+        } else {
+            if let declaredLength, declaredLength != "0" {
+                return TransportError(
+                    .invalidRequest, message: "Content-Length \(declaredLength) on a request without a body")
+            }
+            switch method {
+            case .get: easy.set(CURLOPT_HTTPGET, true)
+            case .head: easy.set(CURLOPT_NOBODY, true)
+            case .post:
+                easy.set(CURLOPT_POST, true)
+                easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: 0)
+                if !hasContentType { lines.append("Content-Type:") }
+            default: easy.set(CURLOPT_CUSTOMREQUEST, method.rawValue)
+            }
+        }
+        if !lines.isEmpty { easy.setHeaders(lines) }
+
+        // Response destination.
+        if case .file(let path) = options.destination {
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            if descriptor < 0 {
+                return TransportError(
+                    .fileIO, message: "cannot create the response body file \(path): \(String(cString: strerror(errno)))",
+                    osErrno: errno)
+            }
+            transfer.fileDescriptor = descriptor
+        }
+        return nil
+    }
+
+    // MARK: - Redirects
+
+    private enum RedirectOutcome {
+        case followed
+        case failed(TransportError)
+        case deliver
+    }
+
+    private func redirect(_ transfer: Transfer, status: Int, to location: String) -> RedirectOutcome {
+        let policy = configuration.redirects
+        if transfer.redirectCount >= policy.maxRedirects {
+            return .failed(TransportError(
+                .tooManyRedirects, message: "more than \(policy.maxRedirects) redirects", requestBytesSent: true))
+        }
+        let old = transfer.request
+        let parts: URLValidator.Parts
+        do {
+            parts = try URLValidator.parse(location)
+        } catch {
+            return .failed(TransportError(
+                .redirectRefused, message: "redirect to an unusable location: \(error.message)", requestBytesSent: true))
+        }
+        if old.head.scheme == "https" && parts.scheme == "http" && !policy.allowsHTTPSToHTTP {
+            return .failed(TransportError(
+                .redirectRefused, message: "redirect from https to http refused", requestBytesSent: true))
+        }
+        var head = old.head
+        let crossesOrigin =
+            head.scheme != parts.scheme
+            || Self.normalizedAuthority(head.authority ?? "", scheme: head.scheme ?? "http")
+                != Self.normalizedAuthority(parts.authority, scheme: parts.scheme)
+        head.scheme = parts.scheme
+        head.authority = parts.authority
+        head.path = parts.pathAndQuery
+        var body = old.body
+        let becomesGET = status == 303 ? head.method != .head : ((status == 301 || status == 302) && head.method == .post)
+        if becomesGET {
+            head.method = .get
+            body = nil
+            head.headerFields[.contentType] = nil
+            head.headerFields[.contentLength] = nil
+            head.headerFields[.contentEncoding] = nil
+        }
+        if crossesOrigin || transfer.strippedCredentials {
+            transfer.strippedCredentials = true
+            head.headerFields[.authorization] = nil
+            head.headerFields[.cookie] = nil
+            head.headerFields[.proxyAuthorization] = nil
+        }
+        transfer.request.head = head
+        transfer.request.body = body
+        transfer.redirectCount += 1
+        guard let easy = transfer.easy else { return .deliver }
+        curl_multi_remove_handle(multi, easy.raw)
+        easy.reset()
+        if transfer.fileDescriptor >= 0 {
+            close(transfer.fileDescriptor)
+            transfer.fileDescriptor = -1
+        }
+        if let error = configure(easy, for: transfer) {
+            return .failed(error)
+        }
+        curl_multi_add_handle(multi, easy.raw)
+        return .followed
+    }
+
+    private static func normalizedAuthority(_ authority: String, scheme: String) -> String {
+        let lower = authority.lowercased()
+        if lower.hasSuffix("]") || !lower.contains(":") {
+            return lower + (scheme == "https" ? ":443" : ":80")
+        }
+        return lower
+    }
+
+    // MARK: - Metrics
+
+    private func metrics(_ easy: EasyHandle, _ transfer: Transfer) -> TransportMetrics {
+        var metrics = TransportMetrics()
+        metrics.nameLookup = .microseconds(easy.offset(CURLINFO_NAMELOOKUP_TIME_T))
+        metrics.connect = .microseconds(easy.offset(CURLINFO_CONNECT_TIME_T))
+        metrics.tlsHandshake = .microseconds(easy.offset(CURLINFO_APPCONNECT_TIME_T))
+        metrics.firstByte = .microseconds(easy.offset(CURLINFO_STARTTRANSFER_TIME_T))
+        metrics.total = .microseconds(easy.offset(CURLINFO_TOTAL_TIME_T))
+        switch easy.long(CURLINFO_HTTP_VERSION) {
+        case 1: metrics.httpVersion = .http1_0  // CURL_HTTP_VERSION_1_0
+        case 2: metrics.httpVersion = .http1_1
+        case 3: metrics.httpVersion = .http2
+        case 30: metrics.httpVersion = .http3
+        default: metrics.httpVersion = .unknown
+        }
+        metrics.connectionReused = easy.long(CURLINFO_NUM_CONNECTS) == 0
+        metrics.requestHeaderBytes = Int64(easy.long(CURLINFO_REQUEST_SIZE))
+        metrics.bytesSent = transfer.bodyBytesSent
+        metrics.bytesReceived = transfer.received
+        metrics.redirectCount = transfer.redirectCount
+        return metrics
+    }
+}
+
+extension Duration {
+    var milliseconds: Int {
+        let (seconds, attoseconds) = components
+        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+internal import CCurl
+
+/// Turns a libcurl result into a ``TransportError``, keeping the code, `errno` and whether the
+/// request was (partly) sent.
+///
+/// | CURLcode | kind | why |
+/// |---|---|---|
+/// | 6 COULDNT_RESOLVE_HOST | cannotResolveHost | DNS gave no address |
+/// | 5 COULDNT_RESOLVE_PROXY | cannotResolveProxy | proxy name did not resolve |
+/// | 7 COULDNT_CONNECT, errno ENETUNREACH/EHOSTUNREACH/ENETDOWN | notConnected | no route: the network is down |
+/// | 7 COULDNT_CONNECT, other errno | cannotConnect | refused or no listener; nothing was sent |
+/// | 28 OPERATION_TIMEDOUT | timedOut | connect, whole-request or low-speed limit |
+/// | 35, 53, 54, 58, 59, 60, 64, 66, 77, 80, 82, 83, 90, 91 | tls | handshake, certificate, pin |
+/// | 18 PARTIAL_FILE, 52 GOT_NOTHING, 55 SEND_ERROR, 56 RECV_ERROR | connectionReset | connection lost mid-exchange |
+/// | 1 UNSUPPORTED_PROTOCOL, 8 WEIRD_SERVER_REPLY, 61 BAD_CONTENT_ENCODING, 16 HTTP2, 92 HTTP2_STREAM | invalidResponse | server broke the protocol |
+/// | 63 FILESIZE_EXCEEDED | bodyTooLarge | Content-Length above the limit |
+/// | 3 URL_MALFORMAT | invalidRequest | libcurl refused the URL |
+/// | 26 READ_ERROR | fileIO | request body could not be read |
+/// | 42 ABORTED_BY_CALLBACK | cancelled | aborted by progress callback |
+/// | 47 TOO_MANY_REDIRECTS | tooManyRedirects | (only if libcurl followed) |
+/// | 23 WRITE_ERROR | set by our callback: bodyTooLarge, invalidResponse or fileIO | |
+/// | anything else | other | |
+enum CurlErrorMapping {
+    static func error(code: CURLcode, easy: EasyHandle, transfer: Transfer) -> TransportError {
+        let sent = easy.long(CURLINFO_REQUEST_SIZE) > 0
+        if let abort = transfer.abortError {
+            return TransportError(
+                abort.kind, message: abort.message, curlCode: Int(code.rawValue), osErrno: abort.osErrno,
+                requestBytesSent: sent || abort.requestBytesSent)
+        }
+        let osErrno = Int32(easy.long(CURLINFO_OS_ERRNO))
+        var message = easy.errorMessage
+        if message.isEmpty { message = String(cString: curl_easy_strerror(code)) }
+        return TransportError(
+            kind(code: Int(code.rawValue), osErrno: osErrno), message: message, curlCode: Int(code.rawValue),
+            osErrno: osErrno == 0 ? nil : osErrno, requestBytesSent: sent)
+    }
+
+    static func kind(code: Int, osErrno: Int32) -> TransportError.Kind {
+        switch code {
+        case 6: return .cannotResolveHost
+        case 5: return .cannotResolveProxy
+        case 7:
+            switch osErrno {
+            case ENETUNREACH, EHOSTUNREACH, ENETDOWN: return .notConnected
+            default: return .cannotConnect
+            }
+        case 28: return .timedOut
+        case 35, 53, 54, 58, 59, 60, 64, 66, 77, 80, 82, 83, 90, 91: return .tls
+        case 18, 52, 55, 56: return .connectionReset
+        case 1, 8, 16, 61, 92: return .invalidResponse
+        case 63: return .bodyTooLarge
+        case 3: return .invalidRequest
+        case 26: return .fileIO
+        case 42: return .cancelled
+        case 47: return .tooManyRedirects
+        default: return .other
+        }
+    }
+}
+
+/// Process-wide libcurl setup, done once before the first handle exists.
+enum CurlGlobal {
+    private static let once: Void = {
+        ccurl_openssl_no_atexit()
+        ccurl_ignore_sigpipe()
+        curl_global_init(ccurl_global_default())
+    }()
+
+    static func initialize() {
+        _ = once
+    }
+}

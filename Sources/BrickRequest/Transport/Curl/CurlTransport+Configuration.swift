@@ -1,0 +1,146 @@
+import Foundation
+
+extension CurlTransport {
+    /// Settings of a ``CurlTransport``: timeouts, connection limits, HTTP version, TLS, proxy,
+    /// redirects, response size and decompression.
+    ///
+    /// Every limit is set explicitly on each transfer: Debian's libcurl 7.88 has no redirect limit
+    /// of its own and does not stop a chunked body at `CURLOPT_MAXFILESIZE`.
+    public struct Configuration: Sendable {
+        /// Limit for establishing a connection (TCP and TLS). Default 30 s.
+        public var connectTimeout: Duration = .seconds(30)
+        /// Limit for a whole request, or `nil` for none (the default; the idle timeout still applies).
+        public var requestTimeout: Duration? = nil
+        /// A transfer that moves less than one byte per second for this long fails with
+        /// ``TransportError/Kind/timedOut``. Whole seconds; default 60 s; `nil` disables it.
+        public var idleTimeout: Duration? = .seconds(60)
+        /// Most connections open at once, or `nil` for no limit (the default).
+        public var maxConnections: Int? = nil
+        /// Most connections to one host at once, or `nil` for no limit (the default).
+        public var maxConnectionsPerHost: Int? = nil
+        /// Which HTTP version to speak.
+        public var httpVersion: HTTPVersionPreference = .http2OverTLS
+        /// TLS settings. Verification of the server certificate and host name is always on.
+        public var tls: TLSConfiguration = TLSConfiguration()
+        /// Proxy settings; by default read once from the environment when the transport is created.
+        public var proxy: ProxyConfiguration = .environment
+        /// How redirects are followed.
+        public var redirects: RedirectPolicy = RedirectPolicy()
+        /// Largest accepted *decoded* response body in bytes. Default 256 MiB.
+        public var maxResponseSize: Int64 = 256 * 1024 * 1024
+        /// Whether to ask for compressed responses (gzip, deflate, br, zstd) and decode them. Default `true`.
+        public var automaticDecompression: Bool = true
+        /// How many idle easy handles are kept for reuse. Default 64.
+        public var maxIdleHandles: Int = 64
+
+        /// Creates the default configuration.
+        public init() {}
+    }
+
+    /// The HTTP version a transport negotiates.
+    public enum HTTPVersionPreference: Sendable, Hashable {
+        /// HTTP/1.1 only.
+        case http1_1
+        /// HTTP/2 over TLS when the server offers it through ALPN, HTTP/1.1 otherwise (the default).
+        case http2OverTLS
+    }
+
+    /// TLS settings. There is no switch to turn certificate verification off: trust a private CA
+    /// with ``caFile`` instead.
+    public struct TLSConfiguration: Sendable, Hashable {
+        /// A PEM file of CA certificates to trust instead of the system bundle.
+        public var caFile: String? = nil
+        /// A directory of hashed CA certificates to trust instead of the system store.
+        public var caPath: String? = nil
+        /// A client certificate for mutual TLS.
+        public var clientCertificate: ClientCertificate? = nil
+        /// Public-key pins, each `sha256//BASE64` of a SubjectPublicKeyInfo. When non-empty, the
+        /// server's key must match one of them *in addition to* normal verification.
+        public var pinnedPublicKeys: [String] = []
+
+        /// Creates TLS settings with verification against the system trust store.
+        public init() {}
+    }
+
+    /// A client certificate and its private key, both PEM files.
+    public struct ClientCertificate: Sendable, Hashable {
+        /// Path of the PEM certificate (chain).
+        public var certificatePath: String
+        /// Path of the PEM private key.
+        public var privateKeyPath: String
+        /// Passphrase of the private key, if it is encrypted.
+        public var privateKeyPassword: String?
+
+        /// Creates a client certificate reference.
+        ///
+        /// - Parameters:
+        ///   - certificatePath: Path of the PEM certificate.
+        ///   - privateKeyPath: Path of the PEM private key.
+        ///   - privateKeyPassword: Passphrase of the key, if any.
+        public init(certificatePath: String, privateKeyPath: String, privateKeyPassword: String? = nil) {
+            self.certificatePath = certificatePath
+            self.privateKeyPath = privateKeyPath
+            self.privateKeyPassword = privateKeyPassword
+        }
+    }
+
+    /// Where requests go through a proxy.
+    public enum ProxyConfiguration: Sendable, Hashable {
+        /// No proxy, whatever the environment says.
+        case none
+        /// `http_proxy`, `https_proxy` (or `HTTPS_PROXY`), `all_proxy` and `no_proxy`, read once
+        /// when the transport is created. (Upper-case `HTTP_PROXY` is ignored, as curl does.)
+        case environment
+        /// One proxy for every request, except hosts matched by `noProxy` (curl's `NOPROXY` syntax).
+        case url(String, noProxy: String = "")
+    }
+
+    /// How redirects (301, 302, 303, 307, 308 with a `Location`) are followed.
+    ///
+    /// BrickRequest follows redirects itself rather than through libcurl, so that each hop is
+    /// checked: only `http` and `https`, never `https` to `http` unless allowed, and `Authorization`,
+    /// `Cookie` and `Proxy-Authorization` removed as soon as the origin (scheme, host or port)
+    /// changes, for the rest of the chain. 303 (and 301/302 after `POST`) switch to `GET` without a body.
+    public struct RedirectPolicy: Sendable, Hashable {
+        /// Most redirects followed for one request; more fail with ``TransportError/Kind/tooManyRedirects``. Default 10.
+        public var maxRedirects: Int = 10
+        /// Whether a redirect from `https` to `http` is followed. Default `false` (refused).
+        public var allowsHTTPSToHTTP: Bool = false
+
+        /// Creates a redirect policy.
+        ///
+        /// - Parameters:
+        ///   - maxRedirects: Most redirects per request; 0 disables following.
+        ///   - allowsHTTPSToHTTP: Whether to follow a downgrade to plain HTTP.
+        public init(maxRedirects: Int = 10, allowsHTTPSToHTTP: Bool = false) {
+            self.maxRedirects = maxRedirects
+            self.allowsHTTPSToHTTP = allowsHTTPSToHTTP
+        }
+    }
+}
+
+/// The proxy settings resolved once per transport (libcurl would otherwise read the environment on
+/// every transfer).
+struct ResolvedProxy: Sendable {
+    var http: String
+    var https: String
+    var noProxy: String
+
+    init(_ configuration: CurlTransport.ProxyConfiguration, environment: [String: String]) {
+        switch configuration {
+        case .none:
+            self.http = ""
+            self.https = ""
+            self.noProxy = ""
+        case .url(let url, let noProxy):
+            self.http = url
+            self.https = url
+            self.noProxy = noProxy
+        case .environment:
+            let all = environment["all_proxy"] ?? environment["ALL_PROXY"] ?? ""
+            self.http = environment["http_proxy"] ?? all
+            self.https = environment["https_proxy"] ?? environment["HTTPS_PROXY"] ?? all
+            self.noProxy = environment["no_proxy"] ?? environment["NO_PROXY"] ?? ""
+        }
+    }
+}

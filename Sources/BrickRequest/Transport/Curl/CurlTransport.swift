@@ -1,0 +1,57 @@
+import Foundation
+
+/// The libcurl transport: one driver thread, one `curl_multi` handle, many concurrent requests.
+///
+/// Connections are kept alive and reused; HTTP/2 is negotiated over TLS and multiplexed; easy
+/// handles are pooled and reset between requests. Completions run on the driver thread: keep them
+/// short (``Session`` hands user code to its callback queue).
+///
+/// ```swift
+/// let transport = CurlTransport()
+/// let request = try TransportRequest(method: .get, url: "http://127.0.0.1:8080/anything")
+/// let response = try await transport.send(request)
+/// ```
+///
+/// When the last reference to a transport goes away, its driver thread stops and every request
+/// still in flight fails with ``TransportError/Kind/shutdown``.
+public final class CurlTransport: Transport {
+    private let driver: CurlDriver
+    /// The configuration the transport was created with.
+    public let configuration: Configuration
+
+    /// Creates a transport and starts its driver thread.
+    ///
+    /// - Parameter configuration: Timeouts, limits, TLS, proxy, redirects and decoding.
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        self.driver = CurlDriver(
+            configuration: configuration,
+            proxy: ResolvedProxy(configuration.proxy, environment: ProcessInfo.processInfo.environment))
+    }
+
+    deinit {
+        driver.submit(.shutdown)
+    }
+
+    /// Starts a request; `completion` runs once on the driver thread.
+    ///
+    /// - Parameters:
+    ///   - request: The rendered request.
+    ///   - completion: Receives the response or a ``TransportError``.
+    /// - Returns: A handle that cancels the request; cancelling frees its curl handle at once.
+    public func start(
+        _ request: TransportRequest,
+        completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void
+    ) -> TransportTask {
+        let transfer = Transfer(request: request, completion: completion)
+        let driver = self.driver
+        driver.submit(.start(transfer))
+        return TransportTask { [weak driver] in driver?.submit(.cancel(transfer)) }
+    }
+
+    /// Requests in flight (started and not yet completed). For tests and diagnostics.
+    public var activeTransferCount: Int { driver.snapshot.activeTransfers }
+
+    /// libcurl easy handles alive (in flight plus pooled for reuse). For tests and diagnostics.
+    public var easyHandleCount: Int { driver.snapshot.easyHandles }
+}

@@ -1,0 +1,281 @@
+import Foundation
+import HTTPTypes
+internal import CCurl
+
+/// The state of one request inside ``CurlDriver``: its current hop, the response being received,
+/// the body being sent and the redirect chain.
+///
+/// `@unchecked Sendable` because a `Transfer` is created on a caller's thread and then handed to the
+/// driver thread; after `start`, every mutable field is touched on the driver thread only.
+final class Transfer: @unchecked Sendable {
+    enum State { case pending, active, done }
+
+    let completion: @Sendable (Result<TransportResponse, TransportError>) -> Void
+    var request: TransportRequest
+    var state: State = .pending
+    var easy: EasyHandle?
+    /// Position in the driver's list of active transfers (swap-remove).
+    var activeIndex = -1
+
+    // Response of the current hop.
+    var headerBytes: [UInt8] = []
+    var contentLength: Int64 = -1
+    var body = Data()
+    var received: Int64 = 0
+    var limit: Int64 = 0
+    var fileDescriptor: Int32 = -1
+    var sawBody = false
+    var discardingBody = false
+    /// Set by a callback that aborted the transfer, to explain curl's generic result code.
+    var abortError: TransportError?
+
+    // Request body.
+    var segmentIndex = 0
+    var segmentOffset = 0
+    var segmentFD: Int32 = -1
+    var bodyLength: Int64 = 0
+    var bodyBytesSent: Int64 = 0
+
+    // Redirects.
+    var redirectCount = 0
+    var strippedCredentials = false
+
+    init(request: TransportRequest, completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void) {
+        self.request = request
+        self.completion = completion
+    }
+
+    deinit {
+        closeFiles()
+    }
+
+    func closeFiles() {
+        if fileDescriptor >= 0 {
+            close(fileDescriptor)
+            fileDescriptor = -1
+        }
+        if segmentFD >= 0 {
+            close(segmentFD)
+            segmentFD = -1
+        }
+    }
+
+    /// Clears what one hop received, before the first or a redirected hop starts.
+    func resetForHop() {
+        headerBytes.removeAll(keepingCapacity: true)
+        contentLength = -1
+        body = Data()
+        received = 0
+        sawBody = false
+        discardingBody = false
+        abortError = nil
+        segmentIndex = 0
+        segmentOffset = 0
+        bodyBytesSent = 0
+        if segmentFD >= 0 {
+            close(segmentFD)
+            segmentFD = -1
+        }
+    }
+
+    var unmanagedPointer: UnsafeMutableRawPointer {
+        Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    static func from(_ pointer: UnsafeMutableRawPointer?) -> Transfer {
+        Unmanaged<Transfer>.fromOpaque(pointer!).takeUnretainedValue()
+    }
+
+    // MARK: - Response headers
+
+    func receiveHeader(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
+        // A status line starts a new header block (1xx interim responses, or the final one).
+        if bytes.starts(with: "HTTP/".utf8) {
+            headerBytes.removeAll(keepingCapacity: true)
+            contentLength = -1
+            return bytes.count
+        }
+        if bytes.count > 15, bytes[0] | 0x20 == UInt8(ascii: "c"),
+            let length = Self.contentLengthValue(bytes)
+        {
+            if contentLength >= 0 && contentLength != length {
+                abortError = TransportError(
+                    .invalidResponse, message: "response has conflicting Content-Length header fields",
+                    requestBytesSent: true)
+                return 0
+            }
+            contentLength = length
+        }
+        headerBytes.append(contentsOf: bytes)
+        return bytes.count
+    }
+
+    private static func contentLengthValue(_ line: UnsafeBufferPointer<UInt8>) -> Int64? {
+        let name = "content-length:".utf8
+        guard line.count > name.count else { return nil }
+        // `|0x20` lower-cases letters and leaves '-' and ':' unchanged.
+        for (index, expected) in name.enumerated() where line[index] | 0x20 != expected {
+            return nil
+        }
+        var value: Int64 = 0
+        var digits = 0
+        for byte in line[name.count...] {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                value = value &* 10 &+ Int64(byte - UInt8(ascii: "0"))
+                digits += 1
+            case 0x20, 0x09, 0x0D, 0x0A:
+                continue
+            default:
+                return -2  // not a number: never equal to a real length, so a second field conflicts
+            }
+        }
+        return digits > 0 ? value : -2
+    }
+
+    // MARK: - Response body
+
+    func receiveBody(_ pointer: UnsafeMutablePointer<CChar>, _ count: Int) -> Int {
+        if !sawBody {
+            sawBody = true
+            discardingBody = willFollowRedirect()
+            if !discardingBody, fileDescriptor < 0, contentLength > 0, contentLength <= limit {
+                body.reserveCapacity(Int(contentLength))
+            }
+        }
+        if discardingBody { return count }
+        received += Int64(count)
+        if received > limit {
+            abortError = TransportError(
+                .bodyTooLarge, message: "response body exceeds the limit of \(limit) bytes (decoded)",
+                requestBytesSent: true)
+            return 0
+        }
+        if fileDescriptor >= 0 {
+            var offset = 0
+            while offset < count {
+                let written = write(fileDescriptor, pointer + offset, count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    abortError = TransportError(
+                        .fileIO, message: "cannot write the response body file: \(String(cString: strerror(errno)))",
+                        osErrno: errno, requestBytesSent: true)
+                    return 0
+                }
+                offset += written
+            }
+        } else {
+            pointer.withMemoryRebound(to: UInt8.self, capacity: count) { body.append($0, count: count) }
+        }
+        return count
+    }
+
+    /// Whether the current hop's response is a redirect this transfer will follow (its body is then dropped).
+    func willFollowRedirect() -> Bool {
+        guard request.options.followsRedirects, let easy else { return false }
+        switch easy.long(CURLINFO_RESPONSE_CODE) {
+        case 301, 302, 303, 307, 308: return easy.string(CURLINFO_REDIRECT_URL) != nil
+        default: return false
+        }
+    }
+
+    // MARK: - Request body
+
+    func readBody(into buffer: UnsafeMutablePointer<CChar>, capacity: Int) -> Int {
+        guard let segments = request.body?.segments else { return 0 }
+        var filled = 0
+        while filled < capacity && segmentIndex < segments.count {
+            switch segments[segmentIndex] {
+            case .data(let data):
+                let remaining = data.count - segmentOffset
+                if remaining <= 0 {
+                    segmentIndex += 1
+                    segmentOffset = 0
+                    continue
+                }
+                let chunk = min(remaining, capacity - filled)
+                data.withUnsafeBytes { bytes in
+                    (buffer + filled).update(
+                        from: bytes.baseAddress!.advanced(by: segmentOffset).assumingMemoryBound(to: CChar.self),
+                        count: chunk)
+                }
+                segmentOffset += chunk
+                filled += chunk
+            case .file(let path):
+                if segmentFD < 0 {
+                    segmentFD = open(path, O_RDONLY | O_CLOEXEC)
+                    if segmentFD < 0 {
+                        abortError = TransportError(
+                            .fileIO, message: "cannot open request body file \(path): \(String(cString: strerror(errno)))",
+                            osErrno: errno, requestBytesSent: true)
+                        return Int(ccurl_readfunc_abort())
+                    }
+                }
+                let count = read(segmentFD, buffer + filled, capacity - filled)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    abortError = TransportError(
+                        .fileIO, message: "cannot read request body file \(path): \(String(cString: strerror(errno)))",
+                        osErrno: errno, requestBytesSent: true)
+                    return Int(ccurl_readfunc_abort())
+                }
+                if count == 0 {
+                    close(segmentFD)
+                    segmentFD = -1
+                    segmentIndex += 1
+                    segmentOffset = 0
+                    continue
+                }
+                filled += count
+            }
+        }
+        bodyBytesSent += Int64(filled)
+        return filled
+    }
+
+    /// libcurl asks to rewind when it must send the body again on the same handle.
+    func rewindBody(to offset: Int64) -> Int32 {
+        guard offset == 0 else { return ccurl_seekfunc_cantseek() }
+        segmentIndex = 0
+        segmentOffset = 0
+        bodyBytesSent = 0
+        if segmentFD >= 0 {
+            close(segmentFD)
+            segmentFD = -1
+        }
+        return ccurl_seekfunc_ok()
+    }
+}
+
+/// The C callbacks. Each is a non-capturing closure; the `Transfer` arrives as user data.
+enum CurlCallbacks {
+    static let header: ccurl_data_callback = { buffer, size, count, userData in
+        let transfer = Transfer.from(userData)
+        let length = size * count
+        return buffer!.withMemoryRebound(to: UInt8.self, capacity: length) {
+            transfer.receiveHeader(UnsafeBufferPointer(start: $0, count: length))
+        }
+    }
+
+    static let write: ccurl_data_callback = { buffer, size, count, userData in
+        Transfer.from(userData).receiveBody(buffer!, size * count)
+    }
+
+    static let read: ccurl_data_callback = { buffer, size, count, userData in
+        Transfer.from(userData).readBody(into: buffer!, capacity: size * count)
+    }
+
+    static let seek: ccurl_seek_callback = { userData, offset, origin in
+        guard origin == SEEK_SET else { return ccurl_seekfunc_cantseek() }
+        return Transfer.from(userData).rewindBody(to: Int64(offset))
+    }
+
+    static let progress: ccurl_xferinfo_callback = { userData, downloadTotal, downloadNow, uploadTotal, uploadNow in
+        let transfer = Transfer.from(userData)
+        transfer.request.options.progress?(
+            TransportRequest.Progress(
+                bytesReceived: Int64(downloadNow), totalBytesExpectedToReceive: Int64(downloadTotal),
+                bytesSent: Int64(uploadNow), totalBytesExpectedToSend: Int64(uploadTotal)))
+        return 0
+    }
+}

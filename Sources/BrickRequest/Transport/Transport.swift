@@ -1,0 +1,85 @@
+/// The one seam between BrickRequest and the network.
+///
+/// A transport starts a rendered ``TransportRequest`` and delivers its outcome exactly once: a
+/// ``TransportResponse`` (any status, including 4xx and 5xx) or a ``TransportError``. The completion
+/// runs on the transport's own thread, so it must return quickly and never block; hop elsewhere for
+/// real work. ``CurlTransport`` is the real implementation; `BrickTesting`'s `StubTransport` is the
+/// scripted one used in tests.
+///
+/// Implementation requirements:
+/// - Call `completion` exactly once per `start`, also after ``TransportTask/cancel()`` (with a
+///   ``TransportError/Kind/cancelled`` error unless the result was already delivered).
+/// - Never call `completion` synchronously from inside `start`.
+public protocol Transport: Sendable {
+    /// Starts a request.
+    ///
+    /// - Parameters:
+    ///   - request: The rendered request.
+    ///   - completion: Called exactly once with the outcome, on the transport's thread.
+    /// - Returns: A handle that cancels the request.
+    func start(
+        _ request: TransportRequest,
+        completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void
+    ) -> TransportTask
+}
+
+/// A handle to a request started on a ``Transport``.
+public struct TransportTask: Sendable {
+    private let onCancel: @Sendable () -> Void
+
+    /// Creates a handle whose ``cancel()`` runs `onCancel`.
+    ///
+    /// - Parameter onCancel: What cancelling does; must be safe to call more than once.
+    public init(onCancel: @escaping @Sendable () -> Void) {
+        self.onCancel = onCancel
+    }
+
+    /// Cancels the request. Its completion receives ``TransportError/Kind/cancelled`` unless it
+    /// had already finished. Safe to call more than once and from any thread.
+    public func cancel() {
+        onCancel()
+    }
+}
+
+extension Transport {
+    /// Sends a request and waits for its outcome. Cancelling the calling task cancels the transfer.
+    ///
+    /// - Parameter request: The rendered request.
+    /// - Returns: The response (any status).
+    /// - Throws: ``TransportError``; ``TransportError/Kind/cancelled`` when the task was cancelled.
+    public func send(_ request: TransportRequest) async throws(TransportError) -> TransportResponse {
+        let box = TaskBox()
+        let result = await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
+                let task = self.start(request) { continuation.resume(returning: $0) }
+                box.set(task)
+            }
+        } onCancel: {
+            box.cancel()
+        }
+        return try result.get()
+    }
+}
+
+import Synchronization
+
+/// Holds a task handle that may arrive after cancellation was requested.
+private final class TaskBox: Sendable {
+    private let state = Mutex<(task: TransportTask?, cancelled: Bool)>((nil, false))
+
+    func set(_ task: TransportTask) {
+        let cancelNow = state.withLock { state -> Bool in
+            state.task = task
+            return state.cancelled
+        }
+        if cancelNow { task.cancel() }
+    }
+
+    func cancel() {
+        let task = state.withLock { state -> TransportTask? in
+            state.cancelled = true
+            return state.task
+        }
+        task?.cancel()
+    }
+}

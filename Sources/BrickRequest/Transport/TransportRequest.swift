@@ -1,0 +1,176 @@
+import Foundation
+public import HTTPTypes
+
+/// A fully rendered HTTP request, ready for a ``Transport``: head, body and per-request options.
+///
+/// A `TransportRequest` is validated when it is created: the URL must be an absolute `http` or
+/// `https` URL without spaces, control characters or embedded credentials, and header names and
+/// values must not contain CR, LF or NUL. Invalid input throws a ``TransportError`` of kind
+/// ``TransportError/Kind/invalidRequest`` before any I/O happens.
+public struct TransportRequest: Sendable {
+    /// Where the response body goes.
+    public enum ResponseDestination: Sendable, Hashable {
+        /// Collected in memory and delivered as ``TransportResponse/body``.
+        case memory
+        /// Streamed to a file at `path` (created or truncated); ``TransportResponse/body`` is `nil`.
+        case file(path: String)
+    }
+
+    /// Progress of one transfer, as bytes moved so far and expected totals (0 when unknown).
+    public struct Progress: Sendable, Hashable {
+        /// Response bytes received so far (on the wire, before decoding).
+        public var bytesReceived: Int64
+        /// Expected response bytes, or 0 when unknown.
+        public var totalBytesExpectedToReceive: Int64
+        /// Request body bytes sent so far.
+        public var bytesSent: Int64
+        /// Request body bytes to send, or 0 when unknown.
+        public var totalBytesExpectedToSend: Int64
+    }
+
+    /// Per-request settings that override the transport's configuration.
+    public struct Options: Sendable {
+        /// Limit for the whole request (connect, send, wait, receive), or `nil` for the transport's default.
+        public var timeout: Duration?
+        /// Largest accepted *decoded* response body, or `nil` for the transport's default.
+        public var maxResponseSize: Int64?
+        /// Where the response body goes; memory by default.
+        public var destination: ResponseDestination
+        /// Called with upload and download progress, on the transport's thread. Keep it short.
+        public var progress: (@Sendable (Progress) -> Void)?
+        /// Whether redirects are followed (within the transport's redirect policy). Default `true`.
+        public var followsRedirects: Bool
+
+        /// Creates options.
+        ///
+        /// - Parameters:
+        ///   - timeout: Whole-request limit, or `nil` for the transport's default.
+        ///   - maxResponseSize: Largest decoded body, or `nil` for the transport's default.
+        ///   - destination: Where the response body goes.
+        ///   - followsRedirects: Whether redirects are followed.
+        ///   - progress: Progress callback, run on the transport's thread.
+        public init(
+            timeout: Duration? = nil,
+            maxResponseSize: Int64? = nil,
+            destination: ResponseDestination = .memory,
+            followsRedirects: Bool = true,
+            progress: (@Sendable (Progress) -> Void)? = nil
+        ) {
+            self.timeout = timeout
+            self.maxResponseSize = maxResponseSize
+            self.destination = destination
+            self.followsRedirects = followsRedirects
+            self.progress = progress
+        }
+    }
+
+    /// Method, scheme, authority, path (with query) and header fields.
+    public var head: HTTPRequest
+    /// The request body, or `nil` for none.
+    public var body: RequestBody?
+    /// Per-request options.
+    public var options: Options
+
+    /// The absolute URL string, `scheme://authority/path?query`.
+    public var urlString: String {
+        "\(head.scheme ?? "http")://\(head.authority ?? "")\(head.path ?? "/")"
+    }
+
+    /// Whether the request may be sent more than once without changing its effect: `GET`, `HEAD`,
+    /// `OPTIONS`, `TRACE`, `PUT`, `DELETE`, or any method carrying an `Idempotency-Key` header.
+    ///
+    /// A request that is not idempotent is sent on a fresh connection, because libcurl silently
+    /// re-sends a request whose reused keep-alive connection closes before the reply.
+    public var isIdempotent: Bool {
+        switch head.method {
+        case .get, .head, .options, .trace, .put, .delete: return true
+        default: return head.headerFields[HTTPField.Name.idempotencyKey] != nil
+        }
+    }
+
+    /// Creates a request from a URL string and validated header fields.
+    ///
+    /// - Parameters:
+    ///   - method: The HTTP method.
+    ///   - url: An absolute `http` or `https` URL.
+    ///   - headerFields: Header fields. `HTTPFields` cannot hold CR, LF or NUL.
+    ///   - body: The body, or `nil`.
+    ///   - options: Per-request options.
+    /// - Throws: ``TransportError`` of kind ``TransportError/Kind/invalidRequest`` for an invalid
+    ///   URL or conflicting `Content-Length` fields.
+    public init(
+        method: HTTPRequest.Method,
+        url: String,
+        headerFields: HTTPFields = [:],
+        body: RequestBody? = nil,
+        options: Options = Options()
+    ) throws(TransportError) {
+        let parts = try URLValidator.parse(url)
+        self.head = HTTPRequest(
+            method: method, scheme: parts.scheme, authority: parts.authority, path: parts.pathAndQuery,
+            headerFields: headerFields)
+        self.body = body
+        self.options = options
+        try Self.checkFraming(headerFields)
+    }
+
+    /// Creates a request from a URL string and header name/value strings, validating each one.
+    ///
+    /// - Parameters:
+    ///   - method: The HTTP method.
+    ///   - url: An absolute `http` or `https` URL.
+    ///   - headers: Header names and values, in order. Names must be RFC 9110 tokens; values must
+    ///     not contain CR, LF or NUL (the bytes of header injection).
+    ///   - body: The body, or `nil`.
+    ///   - options: Per-request options.
+    /// - Throws: ``TransportError`` of kind ``TransportError/Kind/invalidRequest`` naming the
+    ///   offending header (never its value).
+    public init(
+        method: HTTPRequest.Method,
+        url: String,
+        headers: [(name: String, value: String)],
+        body: RequestBody? = nil,
+        options: Options = Options()
+    ) throws(TransportError) {
+        try self.init(
+            method: method, url: url, headerFields: try Self.validatedFields(headers), body: body,
+            options: options)
+    }
+
+    /// Validates header strings and builds `HTTPFields` from them.
+    ///
+    /// - Parameter headers: Header names and values, in order.
+    /// - Returns: The fields.
+    /// - Throws: ``TransportError`` of kind ``TransportError/Kind/invalidRequest`` when a name is not
+    ///   a token or a value contains CR, LF or NUL.
+    public static func validatedFields(_ headers: [(name: String, value: String)]) throws(TransportError) -> HTTPFields {
+        var fields = HTTPFields()
+        fields.reserveCapacity(headers.count)
+        for (name, value) in headers {
+            guard let fieldName = HTTPField.Name(name) else {
+                throw TransportError(.invalidRequest, message: "invalid header name \(name.debugDescription)")
+            }
+            if value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
+                throw TransportError(
+                    .invalidRequest, message: "header \(name) has a value containing CR, LF or NUL (header injection)")
+            }
+            fields.append(HTTPField(name: fieldName, value: value))
+        }
+        return fields
+    }
+
+    static func checkFraming(_ fields: HTTPFields) throws(TransportError) {
+        let lengths = fields[values: .contentLength]
+        if lengths.count > 1, Set(lengths).count > 1 {
+            throw TransportError(.invalidRequest, message: "conflicting Content-Length header fields")
+        }
+        if let length = lengths.first, Int64(length) == nil {
+            throw TransportError(.invalidRequest, message: "Content-Length is not a number")
+        }
+    }
+}
+
+extension HTTPField.Name {
+    /// `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header): marks a request as safe to retry.
+    public static var idempotencyKey: HTTPField.Name { HTTPField.Name("Idempotency-Key")! }
+}

@@ -1,0 +1,150 @@
+import Foundation
+public import HTTPTypes
+
+/// A complete HTTP response delivered by a ``Transport``.
+///
+/// Header fields are kept as the raw bytes the server sent and parsed when first read, so a caller
+/// that only needs the status and the body pays nothing for them.
+public struct TransportResponse: Sendable {
+    /// The response status.
+    public var status: HTTPResponse.Status
+    /// The raw header block of the final response (status line excluded), `Name: value\r\n` lines.
+    public var rawHeaders: [UInt8]
+    /// The decoded body when the destination was memory; `nil` when it was streamed to a file.
+    public var body: Data?
+    /// The file the body was written to, when the destination was a file.
+    public var bodyFile: String?
+    /// Timings and connection facts for this transfer.
+    public var metrics: TransportMetrics
+    /// The URL that produced this response (the last one, after redirects).
+    public var url: String
+
+    /// Creates a response.
+    ///
+    /// - Parameters:
+    ///   - status: The status.
+    ///   - headerFields: Header fields, stored in raw form.
+    ///   - body: The body, or `nil`.
+    ///   - bodyFile: The file the body was written to, if any.
+    ///   - metrics: Transfer metrics.
+    ///   - url: The URL that produced the response.
+    public init(
+        status: HTTPResponse.Status,
+        headerFields: HTTPFields = [:],
+        body: Data? = nil,
+        bodyFile: String? = nil,
+        metrics: TransportMetrics = TransportMetrics(),
+        url: String = ""
+    ) {
+        var raw: [UInt8] = []
+        for field in headerFields {
+            raw.append(contentsOf: field.name.rawName.utf8)
+            raw.append(contentsOf: ": ".utf8)
+            raw.append(contentsOf: field.value.utf8)
+            raw.append(contentsOf: "\r\n".utf8)
+        }
+        self.init(status: status, rawHeaders: raw, body: body, bodyFile: bodyFile, metrics: metrics, url: url)
+    }
+
+    init(
+        status: HTTPResponse.Status, rawHeaders: [UInt8], body: Data?, bodyFile: String?,
+        metrics: TransportMetrics, url: String
+    ) {
+        self.status = status
+        self.rawHeaders = rawHeaders
+        self.body = body
+        self.bodyFile = bodyFile
+        self.metrics = metrics
+        self.url = url
+    }
+
+    /// The header fields, parsed from ``rawHeaders``. Lines that are not valid fields are skipped.
+    public var headerFields: HTTPFields {
+        HeaderParser.fields(from: rawHeaders)
+    }
+
+    /// The response head (status and header fields) as a swift-http-types value.
+    public var head: HTTPResponse {
+        HTTPResponse(status: status, headerFields: headerFields)
+    }
+}
+
+/// Timings and connection facts of one transfer, from libcurl's `CURLINFO_*` values.
+///
+/// Times are measured from the start of the transfer, like curl's `-w` variables: ``connect`` is
+/// when the TCP connection was up, ``tlsHandshake`` when TLS was, ``firstByte`` when the first
+/// response byte arrived.
+public struct TransportMetrics: Sendable, Hashable {
+    /// The HTTP version of the response.
+    public enum HTTPVersion: Sendable, Hashable {
+        /// HTTP/1.0.
+        case http1_0
+        /// HTTP/1.1.
+        case http1_1
+        /// HTTP/2.
+        case http2
+        /// HTTP/3.
+        case http3
+        /// Not known (no response).
+        case unknown
+    }
+
+    /// Time until the name was resolved.
+    public var nameLookup: Duration = .zero
+    /// Time until the TCP connection was established.
+    public var connect: Duration = .zero
+    /// Time until the TLS handshake completed (zero for plain HTTP).
+    public var tlsHandshake: Duration = .zero
+    /// Time until the first response byte.
+    public var firstByte: Duration = .zero
+    /// Time for the whole transfer.
+    public var total: Duration = .zero
+    /// The HTTP version used.
+    public var httpVersion: HTTPVersion = .unknown
+    /// Whether an existing connection was reused (no new connection was made).
+    public var connectionReused: Bool = false
+    /// Bytes of request headers sent.
+    public var requestHeaderBytes: Int64 = 0
+    /// Bytes of request body sent.
+    public var bytesSent: Int64 = 0
+    /// Bytes of response body received (decoded).
+    public var bytesReceived: Int64 = 0
+    /// Redirects followed before this response.
+    public var redirectCount: Int = 0
+
+    /// Creates empty metrics.
+    public init() {}
+}
+
+enum HeaderParser {
+    static func fields(from raw: [UInt8]) -> HTTPFields {
+        var fields = HTTPFields()
+        raw.withUnsafeBufferPointer { buffer in
+            var lineStart = 0
+            let count = buffer.count
+            while lineStart < count {
+                var lineEnd = lineStart
+                while lineEnd < count && buffer[lineEnd] != UInt8(ascii: "\n") { lineEnd += 1 }
+                var end = lineEnd
+                if end > lineStart && buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+                if let colon = buffer[lineStart..<end].firstIndex(of: UInt8(ascii: ":")) {
+                    let nameBytes = UnsafeBufferPointer(rebasing: buffer[lineStart..<colon])
+                    var valueStart = colon + 1
+                    while valueStart < end && (buffer[valueStart] == 0x20 || buffer[valueStart] == 0x09) {
+                        valueStart += 1
+                    }
+                    var valueEnd = end
+                    while valueEnd > valueStart && (buffer[valueEnd - 1] == 0x20 || buffer[valueEnd - 1] == 0x09) {
+                        valueEnd -= 1
+                    }
+                    if let name = HTTPField.Name(String(decoding: nameBytes, as: UTF8.self)) {
+                        fields.append(
+                            HTTPField(name: name, lenientValue: UnsafeBufferPointer(rebasing: buffer[valueStart..<valueEnd])))
+                    }
+                }
+                lineStart = lineEnd + 1
+            }
+        }
+        return fields
+    }
+}

@@ -1,0 +1,196 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// An HTTP/1.1 server on `127.0.0.1` for tests, the demo and users' own tests.
+///
+/// It answers httpbin-like routes and can be scripted, per path, to misbehave: reset the connection,
+/// stall, drip, answer 503 twice then 200. It records every request and counts connections, so a
+/// test asserts on what the server actually received.
+///
+/// ```swift
+/// let server = try BrickTestServer.start()
+/// defer { server.shutdown() }
+/// server.script("/orders", [.status(503), .status(503), .ok("{}")])
+/// // ... run the client against server.baseURL ...
+/// #expect(server.requests(path: "/orders").count == 3)
+/// ```
+///
+/// Routes:
+/// | route | answer |
+/// |---|---|
+/// | `/anything…`, `/get`, `/post`, `/put`, `/patch`, `/delete` | JSON echo: `method`, `path`, `url`, `args`, `headers`, `data`, `form`, `files`, `json` |
+/// | `/status/N` | status N; `?retry_after=V` adds `Retry-After: V` |
+/// | `/delay/S` | the echo, after S seconds (fractions allowed) |
+/// | `/drip?numbytes=N&duration=S&delay=D&code=C` | N bytes spread over S seconds |
+/// | `/redirect/N` | 302 chain of N hops ending at `/get` |
+/// | `/redirect-to?url=U&status_code=C` | redirect to U |
+/// | `/gzip` | gzip-encoded JSON; `?zeros=N` a gzip body of N zero bytes (a bomb) |
+/// | `/bytes/N` | N bytes (`i % 256`) with `Content-Length` |
+/// | `/stream/N` | N JSON lines, chunked |
+/// | `/stream-bytes/N?chunk_size=C` | N bytes, chunked |
+/// | `/response-headers?K=V…` | those headers |
+/// | `/headers` | `{"headers": …}` |
+public final class BrickTestServer: Sendable {
+    /// The port the server listens on (chosen by the kernel).
+    public let port: Int
+    let state: ServerState
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: any Channel
+
+    /// `http://127.0.0.1:PORT`.
+    public var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    private init(port: Int, state: ServerState, group: MultiThreadedEventLoopGroup, channel: any Channel) {
+        self.port = port
+        self.state = state
+        self.group = group
+        self.channel = channel
+    }
+
+    /// Starts a server on `127.0.0.1` and an ephemeral port.
+    ///
+    /// - Parameter port: The port, or 0 to let the kernel choose one.
+    /// - Returns: The running server.
+    /// - Throws: When the socket cannot be bound.
+    public static func start(port: Int = 0) throws -> BrickTestServer {
+        let (group, state, bootstrap) = makeBootstrap()
+        do {
+            let channel = try bootstrap.bind(host: "127.0.0.1", port: port).wait()
+            return BrickTestServer(port: channel.localAddress?.port ?? 0, state: state, group: group, channel: channel)
+        } catch {
+            try? group.syncShutdownGracefully()
+            throw error
+        }
+    }
+
+    /// Starts a server on `127.0.0.1` without blocking a thread of the caller's executor.
+    ///
+    /// - Parameter port: The port, or 0 to let the kernel choose one.
+    /// - Returns: The running server.
+    /// - Throws: When the socket cannot be bound.
+    public static func start(port: Int = 0) async throws -> BrickTestServer {
+        let (group, state, bootstrap) = makeBootstrap()
+        do {
+            let channel = try await bootstrap.bind(host: "127.0.0.1", port: port).get()
+            return BrickTestServer(port: channel.localAddress?.port ?? 0, state: state, group: group, channel: channel)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    private static func makeBootstrap() -> (MultiThreadedEventLoopGroup, ServerState, ServerBootstrap) {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let state = ServerState()
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 1024)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let connection = state.connectionOpened()
+                    try channel.pipeline.syncOperations.addHandler(
+                        ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(state: state, connection: connection))
+                }
+            }
+        return (group, state, bootstrap)
+    }
+
+    /// Stops listening, closes every connection and stops the server's thread, without blocking.
+    public func shutdown() async {
+        try? await channel.close()
+        try? await group.shutdownGracefully()
+    }
+
+    /// Stops listening, closes every connection and stops the server's thread.
+    public func shutdown() {
+        try? channel.close().wait()
+        try? group.syncShutdownGracefully()
+    }
+
+    /// Queues scripted answers for requests to `path` (the path without its query).
+    ///
+    /// - Parameters:
+    ///   - path: The exact path, e.g. `/orders`.
+    ///   - steps: One step per request, in order; after the last, the normal route answers.
+    public func script(_ path: String, _ steps: [ScriptedResponse]) {
+        state.script(path, steps)
+    }
+
+    /// Every request received so far, in arrival order.
+    public var requests: [RecordedRequest] { state.snapshot.requests }
+
+    /// The requests received for one path.
+    ///
+    /// - Parameter path: The path without its query.
+    /// - Returns: Those requests, in arrival order.
+    public func requests(path: String) -> [RecordedRequest] {
+        requests.filter { $0.path == path }
+    }
+
+    /// How many TCP connections the server has accepted.
+    public var connectionCount: Int { state.snapshot.connections }
+
+    /// How many requests the server has read (including ones it then faulted).
+    public var requestCount: Int { state.snapshot.requests.count }
+
+    /// How many connections are open right now.
+    public var openConnectionCount: Int { state.snapshot.openConnections }
+
+    /// Forgets recorded requests and counters (scripts stay).
+    public func resetRecords() {
+        state.resetRecords()
+    }
+}
+
+/// Counters, recorded requests and scripts, shared by every connection.
+final class ServerState: Sendable {
+    struct Snapshot {
+        var connections = 0
+        var openConnections = 0
+        var requests: [RecordedRequest] = []
+        var scripts: [String: [ScriptedResponse]] = [:]
+    }
+
+    private let storage = Mutex(Snapshot())
+
+    var snapshot: Snapshot { storage.withLock { $0 } }
+
+    func connectionOpened() -> Int {
+        storage.withLock {
+            $0.connections += 1
+            $0.openConnections += 1
+            return $0.connections
+        }
+    }
+
+    func connectionClosed() {
+        storage.withLock { $0.openConnections -= 1 }
+    }
+
+    func script(_ path: String, _ steps: [ScriptedResponse]) {
+        storage.withLock { $0.scripts[path, default: []].append(contentsOf: steps) }
+    }
+
+    func resetRecords() {
+        storage.withLock {
+            $0.connections = 0
+            $0.requests = []
+        }
+    }
+
+    /// Records a request and takes the next scripted step for its path, if any.
+    func received(_ request: RecordedRequest) -> ScriptedResponse? {
+        storage.withLock { state in
+            state.requests.append(request)
+            guard var steps = state.scripts[request.path], !steps.isEmpty else { return nil }
+            let step = steps.removeFirst()
+            state.scripts[request.path] = steps.isEmpty ? nil : steps
+            return step
+        }
+    }
+}

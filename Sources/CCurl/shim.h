@@ -1,0 +1,78 @@
+#ifndef CCURL_SHIM_H
+#define CCURL_SHIM_H
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <dlfcn.h>
+
+/* Swift cannot call libcurl's variadic functions (curl_easy_setopt, curl_easy_getinfo,
+ * curl_multi_setopt). Each wrapper below fixes one argument category, so the width libcurl
+ * reads from the va_list always matches what we pass. The Swift side checks the option's
+ * category (its number range) before calling. */
+
+typedef size_t (*ccurl_data_callback)(char *buffer, size_t size, size_t nitems, void *userdata);
+typedef int (*ccurl_xferinfo_callback)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
+                                       curl_off_t ultotal, curl_off_t ulnow);
+typedef int (*ccurl_seek_callback)(void *userdata, curl_off_t offset, int origin);
+
+static inline CURLcode ccurl_easy_setopt_long(CURL *handle, CURLoption option, long value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode ccurl_easy_setopt_off(CURL *handle, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode ccurl_easy_setopt_ptr(CURL *handle, CURLoption option, const void *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode ccurl_easy_setopt_data_callback(CURL *handle, CURLoption option,
+                                                       ccurl_data_callback callback) {
+    return curl_easy_setopt(handle, option, callback);
+}
+static inline CURLcode ccurl_easy_setopt_xferinfo_callback(CURL *handle,
+                                                           ccurl_xferinfo_callback callback) {
+    return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, callback);
+}
+static inline CURLcode ccurl_easy_setopt_seek_callback(CURL *handle, ccurl_seek_callback callback) {
+    return curl_easy_setopt(handle, CURLOPT_SEEKFUNCTION, callback);
+}
+
+static inline CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+static inline CURLcode ccurl_easy_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+static inline CURLcode ccurl_easy_getinfo_string(CURL *handle, CURLINFO info, char **value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+static inline CURLcode ccurl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+
+static inline CURLMcode ccurl_multi_setopt_long(CURLM *handle, CURLMoption option, long value) {
+    return curl_multi_setopt(handle, option, value);
+}
+
+/* Constants that are macros Swift does not import, or whose type needs widening. */
+static inline size_t ccurl_writefunc_error(void) { return 0; }
+static inline int ccurl_readfunc_abort(void) { return CURL_READFUNC_ABORT; }
+static inline long ccurl_global_default(void) { return CURL_GLOBAL_DEFAULT; }
+static inline int ccurl_seekfunc_ok(void) { return CURL_SEEKFUNC_OK; }
+static inline int ccurl_seekfunc_cantseek(void) { return CURL_SEEKFUNC_CANTSEEK; }
+static inline long ccurl_error_size(void) { return CURL_ERROR_SIZE; }
+static inline long ccurl_version_num(void) { return LIBCURL_VERSION_NUM; }
+static inline const char *ccurl_version_string(void) { return curl_version_info(CURLVERSION_NOW)->version; }
+
+/* OpenSSL's atexit handler can race with a curl driver thread still cleaning up at process exit
+ * (swift-corelibs-foundation #5469). Ask OpenSSL not to register it, as FoundationNetworking does.
+ * Looked up at run time so a libcurl built on another TLS library still works. */
+static inline void ccurl_openssl_no_atexit(void) {
+    typedef int (*init_fn)(unsigned long long, const void *);
+    init_fn init = (init_fn)dlsym(RTLD_DEFAULT, "OPENSSL_init_crypto");
+    if (init != NULL) { init(0x00080000ULL /* OPENSSL_INIT_NO_ATEXIT */, NULL); }
+}
+
+/* Ignore SIGPIPE process-wide: with CURLOPT_NOSIGNAL libcurl no longer does it per call. */
+static inline void ccurl_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
+
+#endif

@@ -1,0 +1,89 @@
+import BrickRequest
+import BrickTestServer
+import Foundation
+import Testing
+
+/// Starts a loopback server for the duration of `body`.
+func withServer<T>(_ body: (BrickTestServer) async throws -> T) async throws -> T {
+    let server = try await BrickTestServer.start()
+    do {
+        let result = try await body(server)
+        await server.shutdown()
+        return result
+    } catch {
+        await server.shutdown()
+        throw error
+    }
+}
+
+extension Transport {
+    /// Sends and returns the result, never throwing (for asserting on errors).
+    func result(_ request: TransportRequest) async -> Result<TransportResponse, TransportError> {
+        do { return .success(try await send(request)) } catch { return .failure(error) }
+    }
+}
+
+extension Result {
+    var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}
+
+func get(_ url: String, headers: [(name: String, value: String)] = [], options: TransportRequest.Options = .init()) throws -> TransportRequest {
+    try TransportRequest(method: .get, url: url, headers: headers, options: options)
+}
+
+func json(_ data: Data?) throws -> [String: Any] {
+    let object = try JSONSerialization.jsonObject(with: try #require(data))
+    return try #require(object as? [String: Any])
+}
+
+enum ProcessProbe {
+    /// Open file descriptors of this process that are TCP sockets connected to `port` on loopback.
+    static func socketDescriptors(connectedTo port: Int) -> Int {
+        let inodes = tcpInodes(remotePort: port)
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return -1 }
+        var count = 0
+        for entry in entries {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(entry)"),
+                target.hasPrefix("socket:["), let inode = UInt64(target.dropFirst(8).dropLast())
+            else { continue }
+            if inodes.contains(inode) { count += 1 }
+        }
+        return count
+    }
+
+    private static func tcpInodes(remotePort: Int) -> Set<UInt64> {
+        var result = Set<UInt64>()
+        for file in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let columns = line.split(separator: " ")
+                guard columns.count > 9 else { continue }
+                let remote = columns[2].split(separator: ":")
+                guard remote.count == 2, Int(remote[1], radix: 16) == remotePort, let inode = UInt64(columns[9]) else { continue }
+                result.insert(inode)
+            }
+        }
+        return result
+    }
+
+    /// Resident set size of this process in bytes.
+    static func residentBytes() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            let kilobytes = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+            return kilobytes * 1024
+        }
+        return 0
+    }
+}
+
+/// A temporary directory removed at the end of `body`.
+func withTemporaryDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
+    let path = NSTemporaryDirectory() + "brick-test-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try await body(path)
+}
