@@ -71,21 +71,45 @@ final class ConnectionHandler: ChannelInboundHandler {
             loop.scheduleTask(in: .nanoseconds(Int64(delay.components.seconds) * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)) {
                 self.perform(then, keepAlive: keepAlive, context: context)
             }
-        case .chunked(let status, let headers, let chunks):
+        case .chunked(let status, let headers, let count, let chunk):
             var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\n"
             for header in headers { head += "\(header.name): \(header.value)\r\n" }
             head += "Transfer-Encoding: chunked\r\n"
             if !keepAlive { head += "Connection: close\r\n" }
             head += "\r\n"
-            var buffer = context.channel.allocator.buffer(capacity: head.utf8.count + chunks.reduce(0) { $0 + $1.count + 16 })
+            var buffer = context.channel.allocator.buffer(capacity: head.utf8.count)
             buffer.writeString(head)
-            for chunk in chunks where !chunk.isEmpty {
-                buffer.writeString(String(chunk.count, radix: 16) + "\r\n")
-                buffer.writeBytes(chunk)
-                buffer.writeString("\r\n")
+            context.write(wrapOutboundOut(buffer), promise: nil)
+            writeChunks(next: 0, count: count, chunk: chunk, keepAlive: keepAlive, context: context)
+        }
+    }
+
+    /// Writes one chunk, and the next only when it has been flushed: one chunk in memory at a time.
+    private func writeChunks(
+        next index: Int, count: Int, chunk: @escaping @Sendable (Int) -> [UInt8], keepAlive: Bool,
+        context: ChannelHandlerContext
+    ) {
+        guard index < count else {
+            var end = context.channel.allocator.buffer(capacity: 5)
+            end.writeString("0\r\n\r\n")
+            finish(end, keepAlive: keepAlive, context: context)
+            return
+        }
+        var buffer = context.channel.allocator.buffer(capacity: 0)
+        do {
+            let bytes = chunk(index)
+            buffer.reserveCapacity(bytes.count + 16)
+            buffer.writeString(String(bytes.count, radix: 16) + "\r\n")
+            buffer.writeBytes(bytes)
+            buffer.writeString("\r\n")
+        }
+        context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { result in
+            guard case .success = result else { return }
+            // Continue from a fresh stack frame: a write that completes at once would otherwise
+            // recurse and keep every earlier chunk alive.
+            context.eventLoop.assumeIsolated().execute {
+                self.writeChunks(next: index + 1, count: count, chunk: chunk, keepAlive: keepAlive, context: context)
             }
-            buffer.writeString("0\r\n\r\n")
-            finish(buffer, keepAlive: keepAlive, context: context)
         }
     }
 

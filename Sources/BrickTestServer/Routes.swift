@@ -5,7 +5,8 @@ enum Routes {
     indirect enum Step {
         case script(ScriptedResponse)
         case delayed(Duration, then: Step)
-        case chunked(status: Int, headers: [ScriptedResponse.HeaderPair], chunks: [[UInt8]])
+        /// A chunked body of `count` chunks, each made when it is about to be written.
+        case chunked(status: Int, headers: [ScriptedResponse.HeaderPair], count: Int, chunk: @Sendable (Int) -> [UInt8])
     }
 
     static func answer(_ request: RecordedRequest, port: Int) -> Step {
@@ -72,27 +73,44 @@ enum Routes {
         case "bytes":
             let count = min(number(1) ?? 0, 512 * 1024 * 1024)
             return .script(.respond(status: 200, headers: [.init("Content-Type", "application/octet-stream")],
-                                    body: (0..<count).map { UInt8(truncatingIfNeeded: $0) }))
+                                    body: pattern(from: 0, count: count)))
         case "stream":
-            let lines = min(number(1) ?? 1, 10_000)
-            let chunks = (0..<lines).map { index -> [UInt8] in
-                var echoed = echo(request, port: port)
-                echoed["id"] = index
-                return Array((try? JSONSerialization.data(withJSONObject: echoed, options: [.sortedKeys])) ?? Data()) + [0x0A]
+            let lineCount = min(number(1) ?? 1, 10_000)
+            let echoed = echo(request, port: port)
+            let lines = (0..<lineCount).map { index -> [UInt8] in
+                var line = echoed
+                line["id"] = index
+                return Array((try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys])) ?? Data()) + [0x0A]
             }
-            return .chunked(status: 200, headers: [.init("Content-Type", "application/json")], chunks: chunks)
+            return .chunked(status: 200, headers: [.init("Content-Type", "application/json")], count: lines.count) { lines[$0] }
         case "stream-bytes":
             let total = min(number(1) ?? 0, 512 * 1024 * 1024)
             let size = max(int("chunk_size") ?? 10 * 1024, 1)
-            let chunks = stride(from: 0, to: total, by: size).map { start in
-                (start..<min(start + size, total)).map { UInt8(truncatingIfNeeded: $0) }
+            let count = (total + size - 1) / size
+            return .chunked(status: 200, headers: [.init("Content-Type", "application/octet-stream")], count: count) { index in
+                pattern(from: index * size, count: min(size, total - index * size))
             }
-            return .chunked(status: 200, headers: [.init("Content-Type", "application/octet-stream")], chunks: chunks)
         case "response-headers":
             return .script(.respond(status: 200, headers: query.map { .init($0.0, $0.1) }, body: []))
         default:
             return .script(.respond(status: 404, headers: [.init("Content-Type", "text/plain")], body: Array("not found".utf8)))
         }
+    }
+
+    private static let cycle: [UInt8] = (0..<256).map { UInt8($0) }
+
+    /// Bytes `offset % 256` for `offset` in `start..<start+count`, built from 256-byte slices.
+    static func pattern(from start: Int, count: Int) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count)
+        var position = start
+        while bytes.count < count {
+            let phase = position % 256
+            let take = min(256 - phase, count - bytes.count)
+            bytes.append(contentsOf: cycle[phase..<(phase + take)])
+            position += take
+        }
+        return bytes
     }
 
     private static func json(_ object: [String: Any]) -> ScriptedResponse {

@@ -57,7 +57,7 @@ enum ProcessProbe {
     private static func tcpInodes(remotePort: Int) -> Set<UInt64> {
         var result = Set<UInt64>()
         for file in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { continue }
+            guard let text = readProcFile(file) else { continue }
             for line in text.split(separator: "\n").dropFirst() {
                 let columns = line.split(separator: " ")
                 guard columns.count > 9 else { continue }
@@ -69,9 +69,17 @@ enum ProcessProbe {
         return result
     }
 
+    /// Reads a /proc file (they report a size of 0, so read until end of file).
+    static func readProcFile(_ path: String) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let data = try? handle.readToEnd() else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
     /// Resident set size of this process in bytes.
     static func residentBytes() -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        guard let text = readProcFile("/proc/self/status") else { return 0 }
         for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
             let kilobytes = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
             return kilobytes * 1024

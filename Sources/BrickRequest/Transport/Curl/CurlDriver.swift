@@ -325,7 +325,9 @@ final class CurlDriver: @unchecked Sendable {
         case .http1_1: easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
         case .http2OverTLS:
             easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
-            easy.set(CURLOPT_PIPEWAIT, true)
+            // Over TLS, wait for a connection that may turn out to multiplex rather than open more.
+            // Never for plain http: HTTP/1.1 cannot multiplex, and waiting would serialise requests.
+            if request.head.scheme == "https" { easy.set(CURLOPT_PIPEWAIT, true) }
         }
         easy.set(CURLOPT_SSLVERSION, CURL_SSLVERSION_TLSv1_2)
         let tls = configuration.tls

@@ -1,0 +1,240 @@
+import BrickRequest
+import BrickTestServer
+import Foundation
+import Testing
+
+@Suite("CurlTransport: connections, redirects, scale")
+struct CurlTransportConnectionTests {
+    @Test("sequential requests reuse one keep-alive connection and one easy handle")
+    func keepAlive() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            for _ in 0..<20 {
+                let response = try await transport.send(try get(server.baseURL + "/bytes/10"))
+                #expect(response.status == .ok)
+            }
+            #expect(server.connectionCount == 1)
+            #expect(transport.easyHandleCount == 1)
+        }
+    }
+
+    @Test("connection limits per host are honoured")
+    func perHostLimit() async throws {
+        try await withServer { server in
+            var configuration = CurlTransport.Configuration()
+            configuration.maxConnectionsPerHost = 2
+            let transport = CurlTransport(configuration: configuration)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<10 {
+                    let request = try get(server.baseURL + "/delay/0.1")
+                    group.addTask { _ = try await transport.send(request) }
+                }
+                try await group.waitForAll()
+            }
+            #expect(server.connectionCount == 2)
+            #expect(server.requestCount == 10)
+        }
+    }
+
+    @Test("total connection limit is honoured")
+    func totalLimit() async throws {
+        try await withServer { server in
+            var configuration = CurlTransport.Configuration()
+            configuration.maxConnections = 3
+            let transport = CurlTransport(configuration: configuration)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<12 {
+                    let request = try get(server.baseURL + "/delay/0.1")
+                    group.addTask { _ = try await transport.send(request) }
+                }
+                try await group.waitForAll()
+            }
+            #expect(server.connectionCount == 3)
+        }
+    }
+
+    @Test("a POST without an idempotency key never rides a reused connection")
+    func freshConnectForPOST() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            _ = try await transport.send(try get(server.baseURL + "/get"))
+            // The server reads the POST and closes without answering. On a reused connection
+            // libcurl 7.88 would silently send it again; on a fresh one it reports the failure.
+            server.script("/orders", [.closeBeforeResponse, .ok("second")])
+            let result = await transport.result(
+                try TransportRequest(method: .post, url: server.baseURL + "/orders", body: .data(Data("buy".utf8))))
+            #expect(result.failure?.kind == .connectionReset)
+            #expect(result.failure?.requestBytesSent == true)
+            let posts = server.requests(path: "/orders")
+            #expect(posts.count == 1)
+            #expect(posts.first?.indexOnConnection == 1)
+            #expect(posts.first?.connection == 2)
+        }
+    }
+
+    @Test("a POST with an Idempotency-Key may reuse the connection")
+    func keyedPOSTReuses() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            _ = try await transport.send(try get(server.baseURL + "/get"))
+            let response = try await transport.send(
+                try TransportRequest(
+                    method: .post, url: server.baseURL + "/post", headers: [("Idempotency-Key", "k-1")],
+                    body: .data(Data("buy".utf8))))
+            #expect(response.metrics.connectionReused)
+            #expect(server.connectionCount == 1)
+        }
+    }
+
+    @Test("redirects are followed up to the limit")
+    func redirects() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            let response = try await transport.send(try get(server.baseURL + "/redirect/3"))
+            #expect(response.status == .ok)
+            #expect(response.metrics.redirectCount == 3)
+            #expect(response.url == server.baseURL + "/get")
+            let tooMany = await transport.result(try get(server.baseURL + "/redirect/11"))
+            #expect(tooMany.failure?.kind == .tooManyRedirects)
+            #expect(server.requests(path: "/get").count == 1)  // the 11-hop chain stopped before reaching /get
+            let notFollowed = try await transport.send(
+                try get(server.baseURL + "/redirect/1", options: .init(followsRedirects: false)))
+            #expect(notFollowed.status == .found)
+            #expect(notFollowed.headerFields[.location] == "/get")
+        }
+    }
+
+    @Test("redirects to other schemes are refused")
+    func redirectScheme() async throws {
+        try await withServer { server in
+            let result = await CurlTransport().result(try get(server.baseURL + "/redirect-to?url=file:///etc/passwd"))
+            #expect(result.failure?.kind == .redirectRefused)
+        }
+    }
+
+    @Test("303 turns a POST into a GET without a body; 307 keeps both")
+    func redirectMethods() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            let see = try await transport.send(
+                try TransportRequest(
+                    method: .post, url: server.baseURL + "/redirect-to?url=/anything&status_code=303",
+                    headers: [("Content-Type", "text/plain")], body: .data(Data("payload".utf8))))
+            #expect(try json(see.body)["method"] as? String == "GET")
+            #expect(server.requests(path: "/anything").last?.body == [])
+            let temporary = try await transport.send(
+                try TransportRequest(
+                    method: .post, url: server.baseURL + "/redirect-to?url=/anything&status_code=307",
+                    headers: [("Content-Type", "text/plain")], body: .data(Data("payload".utf8))))
+            #expect(try json(temporary.body)["method"] as? String == "POST")
+            #expect(server.requests(path: "/anything").last?.body == Array("payload".utf8))
+        }
+    }
+
+    @Test("credentials are dropped when a redirect changes origin, and kept on the same origin")
+    func redirectCredentials() async throws {
+        try await withServer { server in
+            try await withServer { other in
+                let transport = CurlTransport()
+                let secrets: [(name: String, value: String)] = [
+                    ("Authorization", "Bearer s3cret"), ("Cookie", "session=abc"), ("Proxy-Authorization", "Basic eA=="),
+                    ("X-Keep", "yes"),
+                ]
+                // Same origin: kept.
+                _ = try await transport.send(
+                    try get(server.baseURL + "/redirect-to?url=/anything/same", headers: secrets))
+                let same = try #require(server.requests(path: "/anything/same").last)
+                #expect(same.header("Authorization") == "Bearer s3cret")
+                #expect(same.header("Cookie") == "session=abc")
+                // Another port: dropped, and stays dropped when the chain comes back.
+                let back = (server.baseURL + "/anything/back").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                let hop = (other.baseURL + "/redirect-to?url=\(back)").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                _ = try await transport.send(try get(server.baseURL + "/redirect-to?url=\(hop)", headers: secrets))
+                let crossed = try #require(other.requests(path: "/redirect-to").last)
+                #expect(crossed.header("Authorization") == nil)
+                #expect(crossed.header("Cookie") == nil)
+                #expect(crossed.header("Proxy-Authorization") == nil)
+                #expect(crossed.header("X-Keep") == "yes")
+                let returned = try #require(server.requests(path: "/anything/back").last)
+                #expect(returned.header("Authorization") == nil)
+                #expect(returned.header("Cookie") == nil)
+            }
+        }
+    }
+
+    @Test("1,000 concurrent GETs all succeed with correct bodies")
+    func thousandConcurrent() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            let failures = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for index in 0..<1000 {
+                    let size = 100 + index % 50
+                    let request = try get(server.baseURL + "/bytes/\(size)")
+                    group.addTask {
+                        let response = try await transport.send(request)
+                        return response.status == .ok
+                            && response.body.map(Array.init) == (0..<size).map { UInt8(truncatingIfNeeded: $0) }
+                    }
+                }
+                var failures = 0
+                for try await ok in group where !ok { failures += 1 }
+                return failures
+            }
+            #expect(failures == 0)
+            #expect(server.requestCount == 1000)
+            #expect(transport.activeTransferCount == 0)
+        }
+    }
+
+    @Test("cancelling 1,000 in-flight requests leaves no transfers, handles or sockets behind")
+    func cancelThousand() async throws {
+        try await withServer { server in
+            var configuration = CurlTransport.Configuration()
+            configuration.maxIdleHandles = 0
+            let transport = CurlTransport(configuration: configuration)
+            server.script("/stall", Array(repeating: .stall, count: 1000))
+            let results = ResultsBox()
+            var tasks: [TransportTask] = []
+            for _ in 0..<1000 {
+                tasks.append(transport.start(try get(server.baseURL + "/stall")) { results.add($0) })
+            }
+            while server.requestCount < 1000 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(ProcessProbe.socketDescriptors(connectedTo: server.port) == 1000)
+            #expect(transport.activeTransferCount == 1000)
+            tasks.forEach { $0.cancel() }
+            await results.wait(count: 1000)
+            #expect(results.all.allSatisfy { $0.failure?.kind == .cancelled })
+            #expect(transport.activeTransferCount == 0)
+            #expect(transport.easyHandleCount == 0)
+            #expect(ProcessProbe.socketDescriptors(connectedTo: server.port) == 0)
+        }
+    }
+
+    @Test("a 100 MiB download to a file stays far below its size in memory")
+    func largeDownload() async throws {
+        try await withTemporaryDirectory { directory in
+            try await withServer { server in
+                let path = directory + "/big.bin"
+                let before = ProcessProbe.residentBytes()
+                let peak = PeakBox()
+                let options = TransportRequest.Options(
+                    destination: .file(path: path), progress: { _ in peak.sample(ProcessProbe.residentBytes()) })
+                let response = try await CurlTransport().send(
+                    try get(server.baseURL + "/stream-bytes/104857600?chunk_size=1048576", options: options))
+                #expect(response.status == .ok)
+                let attributes = try FileManager.default.attributesOfItem(atPath: path)
+                #expect((attributes[.size] as? Int) == 104_857_600)
+                // The server side holds one chunk at a time; the client writes through to disk.
+                #expect(peak.value - before < 64 * 1024 * 1024)
+            }
+        }
+    }
+}
+
+import Synchronization
+
+final class PeakBox: Sendable {
+    private let peak = Mutex(0)
+    func sample(_ value: Int) { peak.withLock { $0 = max($0, value) } }
+    var value: Int { peak.withLock { $0 } }
+}

@@ -1,0 +1,168 @@
+import BrickRequest
+import BrickTestServer
+import Foundation
+import Testing
+
+@Suite("CurlTransport: errors, timeouts, cancellation")
+struct CurlTransportErrorTests {
+    @Test("connection refused: cannotConnect, nothing sent")
+    func refused() async throws {
+        let server = try await BrickTestServer.start()
+        let port = server.port
+        await server.shutdown()
+        let result = await CurlTransport().result(try get("http://127.0.0.1:\(port)/get"))
+        let error = try #require(result.failure)
+        #expect(error.kind == .cannotConnect)
+        #expect(error.curlCode == 7)
+        #expect(error.osErrno == ECONNREFUSED)
+        #expect(error.requestBytesSent == false)
+    }
+
+    @Test("reset before the response: connectionReset, request bytes were sent")
+    func resetAtStart() async throws {
+        try await withServer { server in
+            server.script("/x", [.resetBeforeResponse])
+            let result = await CurlTransport().result(try get(server.baseURL + "/x"))
+            let error = try #require(result.failure)
+            #expect(error.kind == .connectionReset)
+            #expect(error.requestBytesSent == true)
+        }
+    }
+
+    @Test("reset in the middle of the body: connectionReset")
+    func resetMidBody() async throws {
+        try await withServer { server in
+            server.script("/x", [.resetMidBody(totalBytes: 100_000, sentBytes: 50_000)])
+            let result = await CurlTransport().result(try get(server.baseURL + "/x"))
+            #expect(result.failure?.kind == .connectionReset)
+        }
+    }
+
+    @Test("closed without a reply: connectionReset")
+    func closedWithoutReply() async throws {
+        try await withServer { server in
+            server.script("/x", [.closeBeforeResponse])
+            let result = await CurlTransport().result(try get(server.baseURL + "/x"))
+            #expect(result.failure?.kind == .connectionReset)
+            #expect(result.failure?.curlCode == 52)
+        }
+    }
+
+    @Test("whole-request timeout")
+    func requestTimeout() async throws {
+        try await withServer { server in
+            server.script("/slow", [.stall])
+            let options = TransportRequest.Options(timeout: .milliseconds(300))
+            let result = await CurlTransport().result(try get(server.baseURL + "/slow", options: options))
+            #expect(result.failure?.kind == .timedOut)
+            #expect(result.failure?.curlCode == 28)
+        }
+    }
+
+    @Test("idle timeout: a transfer that stops moving fails")
+    func idleTimeout() async throws {
+        try await withServer { server in
+            var configuration = CurlTransport.Configuration()
+            configuration.idleTimeout = .seconds(1)
+            server.script("/stall", [.stall])
+            let result = await CurlTransport(configuration: configuration).result(try get(server.baseURL + "/stall"))
+            #expect(result.failure?.kind == .timedOut)
+        }
+    }
+
+    @Test("connect timeout: a listener that never accepts")
+    func connectTimeout() async throws {
+        // A socket that listens with a backlog of 0 and never accepts: once its queue is full, the
+        // kernel drops further SYNs and a connect hangs until the client's connect timeout.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+        #expect(listen(listener, 0) == 0)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        var fillers: [Int32] = []
+        defer { fillers.forEach { close($0) } }
+        for _ in 0..<4 {
+            let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, length) } }
+            fillers.append(filler)
+        }
+        var configuration = CurlTransport.Configuration()
+        configuration.connectTimeout = .milliseconds(500)
+        let result = await CurlTransport(configuration: configuration).result(try get("http://127.0.0.1:\(port)/"))
+        #expect(result.failure?.kind == .timedOut)
+        #expect(result.failure?.requestBytesSent == false)
+    }
+
+    @Test("cancel delivers cancelled exactly once and frees the handle")
+    func cancel() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            server.script("/stall", [.stall])
+            let results = ResultsBox()
+            let task = transport.start(try get(server.baseURL + "/stall")) { results.add($0) }
+            while server.requestCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            task.cancel()
+            task.cancel()
+            await results.wait(count: 1)
+            #expect(results.all.count == 1)
+            #expect(results.all.first?.failure?.kind == .cancelled)
+            #expect(transport.activeTransferCount == 0)
+            #expect(ProcessProbe.socketDescriptors(connectedTo: server.port) == 0)
+        }
+    }
+
+    @Test("cancelling the awaiting task cancels the transfer")
+    func taskCancellation() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            server.script("/stall", [.stall])
+            let request = try get(server.baseURL + "/stall")
+            let task = Task { await transport.result(request) }
+            while server.requestCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            task.cancel()
+            let result = await task.value
+            #expect(result.failure?.kind == .cancelled)
+            #expect(transport.activeTransferCount == 0)
+        }
+    }
+
+    @Test("a transport that goes away fails its requests with shutdown")
+    func shutdown() async throws {
+        try await withServer { server in
+            server.script("/stall", [.stall])
+            let results = ResultsBox()
+            do {
+                let transport = CurlTransport()
+                _ = transport.start(try get(server.baseURL + "/stall")) { results.add($0) }
+                while server.requestCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            await results.wait(count: 1)
+            #expect(results.all.first?.failure?.kind == .shutdown)
+        }
+    }
+}
+
+import Synchronization
+
+/// Collects completions from transport callbacks.
+final class ResultsBox: Sendable {
+    private let results = Mutex<[Result<TransportResponse, TransportError>]>([])
+
+    func add(_ result: Result<TransportResponse, TransportError>) {
+        results.withLock { $0.append(result) }
+    }
+
+    var all: [Result<TransportResponse, TransportError>] { results.withLock { $0 } }
+
+    func wait(count: Int) async {
+        while all.count < count { try? await Task.sleep(for: .milliseconds(2)) }
+    }
+}

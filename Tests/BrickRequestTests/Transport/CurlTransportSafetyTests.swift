@@ -1,0 +1,123 @@
+import BrickRequest
+import BrickTestServer
+import Foundation
+import Testing
+
+@Suite("CurlTransport: input validation, limits, framing")
+struct CurlTransportSafetyTests {
+    let transport = CurlTransport()
+
+    @Test("header values with CR, LF or NUL and invalid names are refused before any I/O", arguments: [
+        ("X-Note", "a\r\nX-Injected: 1"), ("X-Note", "a\nb"), ("X-Note", "a\u{0}b"), ("X Note", "a"), ("", "a"),
+        ("X-Note:", "a"),
+    ])
+    func headerInjection(name: String, value: String) async throws {
+        #expect {
+            _ = try TransportRequest(method: .get, url: "http://127.0.0.1:1/", headers: [(name, value)])
+        } throws: { error in
+            (error as? TransportError)?.kind == .invalidRequest && !"\(error)".contains("Injected")
+        }
+    }
+
+    @Test("conflicting Content-Length headers are refused")
+    func conflictingContentLength() throws {
+        #expect(throws: TransportError.self) {
+            try TransportRequest(
+                method: .post, url: "http://127.0.0.1:1/", headers: [("Content-Length", "5"), ("Content-Length", "7")])
+        }
+    }
+
+    @Test("a Content-Length that disagrees with the body is refused before sending")
+    func lengthMismatch() async throws {
+        try await withServer { server in
+            let request = try TransportRequest(
+                method: .post, url: server.baseURL + "/post", headers: [("Content-Length", "3")],
+                body: .data(Data("hello".utf8)))
+            let result = await transport.result(request)
+            #expect(result.failure?.kind == .invalidRequest)
+            #expect(server.requestCount == 0)
+        }
+    }
+
+    @Test("invalid URLs are refused before any I/O", arguments: [
+        "http://exa mple.com/", "ftp://127.0.0.1/file", "file:///etc/passwd", "http://user:secret@127.0.0.1/",
+        "http://127.0.0.1/\u{7}", "127.0.0.1/path", "http:///nohost", "http://127.0.0.1:99999/", "http://ex%2Fample.com/",
+        "http://127.0.0.1/caf\u{E9}", "gopher://127.0.0.1/",
+    ])
+    func invalidURL(url: String) throws {
+        #expect {
+            _ = try TransportRequest(method: .get, url: url)
+        } throws: { error in
+            (error as? TransportError)?.kind == .invalidRequest && !"\(error)".contains("secret")
+        }
+    }
+
+    @Test("valid URLs keep their path and query and drop the fragment")
+    func validURL() throws {
+        let request = try TransportRequest(method: .get, url: "HTTPS://Example.com:8443?q=1#frag")
+        #expect(request.head.scheme == "https")
+        #expect(request.head.authority == "Example.com:8443")
+        #expect(request.head.path == "/?q=1")
+        #expect(request.urlString == "https://Example.com:8443/?q=1")
+        let ipv6 = try TransportRequest(method: .get, url: "http://[::1]:8080/a/b")
+        #expect(ipv6.head.authority == "[::1]:8080")
+    }
+
+    @Test("a gzip bomb stops at the limit on decoded bytes")
+    func gzipBomb() async throws {
+        try await withServer { server in
+            let options = TransportRequest.Options(maxResponseSize: 1_000_000)
+            // 20 MB of zeros are about 20 KB on the wire: far below the limit before decoding.
+            let result = await transport.result(try get(server.baseURL + "/gzip?zeros=20000000", options: options))
+            #expect(result.failure?.kind == .bodyTooLarge)
+        }
+    }
+
+    @Test("a chunked body without Content-Length stops at the limit")
+    func chunkedLimit() async throws {
+        try await withServer { server in
+            let options = TransportRequest.Options(maxResponseSize: 100_000)
+            let result = await transport.result(try get(server.baseURL + "/stream-bytes/5000000", options: options))
+            #expect(result.failure?.kind == .bodyTooLarge)
+            let fine = try await transport.send(try get(server.baseURL + "/stream-bytes/100000", options: options))
+            #expect(fine.body?.count == 100_000)
+        }
+    }
+
+    @Test("a Content-Length above the limit fails early")
+    func contentLengthLimit() async throws {
+        try await withServer { server in
+            let options = TransportRequest.Options(maxResponseSize: 1000)
+            let result = await transport.result(try get(server.baseURL + "/bytes/5000", options: options))
+            #expect(result.failure?.kind == .bodyTooLarge)
+        }
+    }
+
+    @Test("gzip responses are decoded")
+    func gzip() async throws {
+        try await withServer { server in
+            let response = try await transport.send(try get(server.baseURL + "/gzip"))
+            let echo = try json(response.body)
+            #expect(echo["gzipped"] as? Bool == true)
+            #expect(server.requests.last?.header("Accept-Encoding")?.contains("gzip") == true)
+        }
+    }
+
+    @Test("a response with conflicting Content-Length headers is rejected")
+    func responseFraming() async throws {
+        try await withServer { server in
+            server.script("/dup", [.raw(Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\nhello".utf8))])
+            let result = await transport.result(try get(server.baseURL + "/dup"))
+            #expect(result.failure?.kind == .invalidResponse)
+        }
+    }
+
+    @Test("a malformed status line is an invalid response")
+    func garbage() async throws {
+        try await withServer { server in
+            server.script("/garbage", [.raw(Array("HTTZ/9.9 OK\r\n\r\n".utf8))])
+            let result = await transport.result(try get(server.baseURL + "/garbage"))
+            #expect(result.failure?.kind == .invalidResponse)
+        }
+    }
+}
