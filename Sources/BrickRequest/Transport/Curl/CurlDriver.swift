@@ -50,7 +50,7 @@ final class CurlDriver: @unchecked Sendable {
         CurlGlobal.initialize()
         self.configuration = configuration
         self.proxy = proxy
-        self.userAgent = "BrickRequest/\(BrickRequestVersion.string) libcurl/\(String(cString: ccurl_version_string()))"
+        self.userAgent = CurlGlobal.userAgent
         self.multi = curl_multi_init()!
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, 2 /* CURLPIPE_MULTIPLEX */)
         if let max = configuration.maxConnections {
@@ -359,22 +359,13 @@ final class CurlDriver: @unchecked Sendable {
         }
 
         // Method and body.
-        var lines: [String] = []
-        lines.reserveCapacity(request.head.headerFields.count + 2)
-        var hasContentType = false
-        var hasExpect = false
-        var declaredLength: String? = nil
-        for field in request.head.headerFields {
-            switch field.name {
-            case .contentLength:
-                declaredLength = field.value
-                continue
-            case .contentType: hasContentType = true
-            case .expect: hasExpect = true
-            default: break
-            }
-            lines.append(field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)")
+        let header: CurlHeaderLines
+        do {
+            header = try CurlHeaderLines(request)
+        } catch {
+            return error
         }
+        let lines = header.lines
         let method = request.head.method
         if let body = request.body {
             do {
@@ -382,10 +373,10 @@ final class CurlDriver: @unchecked Sendable {
             } catch {
                 return error
             }
-            if let declaredLength, Int64(declaredLength) != transfer.bodyLength {
+            if let declared = header.declaredLength, declared != transfer.bodyLength {
                 return TransportError(
                     .invalidRequest,
-                    message: "Content-Length \(declaredLength) does not match the body's \(transfer.bodyLength) bytes")
+                    message: "Content-Length \(declared) does not match the body's \(transfer.bodyLength) bytes")
             }
             easy.set(CURLOPT_POST, true)
             easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: transfer.bodyLength)
@@ -394,20 +385,13 @@ final class CurlDriver: @unchecked Sendable {
             _ = ccurl_easy_setopt_seek_callback(easy.raw, CurlCallbacks.seek)
             easy.set(CURLOPT_SEEKDATA, pointer: transfer.unmanagedPointer)
             if method != .post { easy.set(CURLOPT_CUSTOMREQUEST, method.rawValue) }
-            if !hasContentType { lines.append("Content-Type:") }  // no libcurl form default
-            if !hasExpect { lines.append("Expect:") }  // no 100-continue round trip
         } else {
-            if let declaredLength, declaredLength != "0" {
-                return TransportError(
-                    .invalidRequest, message: "Content-Length \(declaredLength) on a request without a body")
-            }
             switch method {
             case .get: easy.set(CURLOPT_HTTPGET, true)
             case .head: easy.set(CURLOPT_NOBODY, true)
             case .post:
                 easy.set(CURLOPT_POST, true)
                 easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: 0)
-                if !hasContentType { lines.append("Content-Type:") }
             default: easy.set(CURLOPT_CUSTOMREQUEST, method.rawValue)
             }
         }

@@ -68,6 +68,9 @@ enum CurlGlobal {
         curl_global_init(ccurl_global_default())
     }()
 
+    /// The default `User-Agent`: `BrickRequest/VERSION libcurl/VERSION`.
+    static let userAgent = "BrickRequest/\(BrickRequestVersion.string) libcurl/\(String(cString: ccurl_version_string()))"
+
     static func initialize() {
         _ = once
     }
