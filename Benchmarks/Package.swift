@@ -1,0 +1,26 @@
+// swift-tools-version:6.0
+import Foundation
+import PackageDescription
+
+// A path dependency's identity is its directory's name, which depends on where the repository was
+// cloned; read it instead of assuming it.
+let parentIdentity = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .lastPathComponent.lowercased()
+
+// A nested package so that users of BrickRequest never resolve benchmark tooling.
+let package = Package(
+    name: "BrickRequestBenchmarks",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "brick-bench", targets: ["BrickBench"])
+    ],
+    dependencies: [
+        .package(path: "..")
+    ],
+    targets: [
+        .executableTarget(
+            name: "BrickBench",
+            dependencies: [.product(name: "BrickRequest", package: parentIdentity)]
+        )
+    ]
+)
