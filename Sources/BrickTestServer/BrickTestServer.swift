@@ -121,6 +121,16 @@ public final class BrickTestServer: Sendable {
         state.script(path, steps)
     }
 
+    /// Answers every request to `path` with `handler` (after any scripted steps for that path), in
+    /// place of the built-in route: a fixture API for demos and users' own tests.
+    ///
+    /// - Parameters:
+    ///   - path: The exact path, e.g. `/users`.
+    ///   - handler: Builds the answer from the received request.
+    public func route(_ path: String, _ handler: @escaping @Sendable (RecordedRequest) -> ScriptedResponse) {
+        state.route(path, handler)
+    }
+
     /// Every request received so far, in arrival order.
     public var requests: [RecordedRequest] { state.snapshot.requests }
 
@@ -154,6 +164,7 @@ final class ServerState: Sendable {
         var openConnections = 0
         var requests: [RecordedRequest] = []
         var scripts: [String: [ScriptedResponse]] = [:]
+        var routes: [String: @Sendable (RecordedRequest) -> ScriptedResponse] = [:]
     }
 
     private let storage = Mutex(Snapshot())
@@ -176,6 +187,10 @@ final class ServerState: Sendable {
         storage.withLock { $0.scripts[path, default: []].append(contentsOf: steps) }
     }
 
+    func route(_ path: String, _ handler: @escaping @Sendable (RecordedRequest) -> ScriptedResponse) {
+        storage.withLock { $0.routes[path] = handler }
+    }
+
     func resetRecords() {
         storage.withLock {
             $0.connections = 0
@@ -183,14 +198,15 @@ final class ServerState: Sendable {
         }
     }
 
-    /// Records a request and takes the next scripted step for its path, if any.
+    /// Records a request and takes the next scripted step for its path, or its custom route, if any.
     func received(_ request: RecordedRequest) -> ScriptedResponse? {
-        storage.withLock { state in
+        let (step, route) = storage.withLock { state -> (ScriptedResponse?, (@Sendable (RecordedRequest) -> ScriptedResponse)?) in
             state.requests.append(request)
-            guard var steps = state.scripts[request.path], !steps.isEmpty else { return nil }
+            guard var steps = state.scripts[request.path], !steps.isEmpty else { return (nil, state.routes[request.path]) }
             let step = steps.removeFirst()
             state.scripts[request.path] = steps.isEmpty ? nil : steps
-            return step
+            return (step, nil)
         }
+        return step ?? route?(request)
     }
 }

@@ -1,0 +1,41 @@
+/// The root brick: everything needed to render a request.
+///
+/// Every requirement except ``urlString`` and ``method`` has a default; bricks supply the rest, and an
+/// endpoint can override any of them with its own property.
+public protocol RequestType: AnyObject {
+    /// The HTTP method (supplied by a method brick such as ``GETRequestType``).
+    var method: HTTPRequest.Method { get }
+    /// The absolute URL, without the parameters (they are encoded by ``parameterEncoding``).
+    var urlString: String { get }
+    /// The session that runs the request. Default ``Session/shared``.
+    var session: Session { get }
+    /// How the request retries. Default ``AutoRetryConfiguration/init(breakTime:maxRetryCount:enableBackgroundRetry:failWhenNotReachable:backoff:retryableStatusCodes:honorsRetryAfter:maxTotalDuration:)``.
+    var autoRetryConfiguration: AutoRetryConfiguration { get }
+    /// Header fields added to the session's defaults (a value here wins). Default none.
+    var headers: [String: String] { get }
+    /// Limit for the whole request, or `nil` for the session's. Default `nil`.
+    var timeout: Duration? { get }
+    /// How parameters are encoded. Default ``ParameterEncoding/automatic``.
+    var parameterEncoding: ParameterEncoding { get }
+    /// The JSON body for ``ParameterEncoding/json``; `nil` sends the text parameters as a JSON object.
+    var jsonBody: (any Encodable & Sendable)? { get }
+    /// Response validation, or `nil` for none. Default `nil`; ``ValidatedResponseType`` supplies one.
+    var responseValidation: ResponseValidation? { get }
+}
+
+extension RequestType {
+    /// ``Session/shared``.
+    public var session: Session { Session.shared }
+    /// The default configuration (5 retries, 5 s apart, idempotent methods only).
+    public var autoRetryConfiguration: AutoRetryConfiguration { AutoRetryConfiguration() }
+    /// No extra headers.
+    public var headers: [String: String] { [:] }
+    /// The session's timeout.
+    public var timeout: Duration? { nil }
+    /// ``ParameterEncoding/automatic``.
+    public var parameterEncoding: ParameterEncoding { .automatic }
+    /// None: text parameters become the JSON object.
+    public var jsonBody: (any Encodable & Sendable)? { nil }
+    /// No validation.
+    public var responseValidation: ResponseValidation? { nil }
+}

@@ -1,0 +1,73 @@
+/// Running a request: `response(_:)` + `resume()`, or the async `response()` and `value`.
+extension ResponseType where Self: Component {
+    /// Registers the handler that receives the outcome, once, on the session's callback queue.
+    /// Call ``RequestType/resume()`` to start.
+    ///
+    /// - Parameter handler: Receives the response; also called with ``BrickError/cancelled`` when
+    ///   the request is cancelled.
+    /// - Returns: The request, for chaining `.resume()`.
+    @discardableResult
+    public func response(_ handler: @escaping @Sendable (Response<SerializedObject, BrickError>) -> Void) -> Self {
+        let lifecycle = self.lifecycle
+        pendingStart = { [unowned self] session in
+            session.execute(PreparedRequest(self), lifecycle: lifecycle, handler: handler)
+        }
+        let session = self.session
+        pendingCancel = { session.deliverCancellation(to: handler) }
+        return self
+    }
+
+    /// Renders the request on the caller's side, sends it and waits for the outcome. Cancelling the
+    /// calling task cancels the transfer. Never throws: failures are in ``Response/result``.
+    ///
+    /// - Returns: The response.
+    nonisolated(nonsending) public func response() async -> Response<SerializedObject, BrickError> {
+        let prepared = PreparedRequest(self)
+        return await session.perform(prepared, lifecycle: lifecycle)
+    }
+
+    /// The serialized value of a successful request.
+    ///
+    /// ```swift
+    /// let user = try await GetUser(userID: "100").value
+    /// ```
+    ///
+    /// - Throws: ``BrickError``; ``BrickError/cancelled`` when the calling task is cancelled.
+    nonisolated(nonsending) public var value: SerializedObject {
+        get async throws(BrickError) {
+            try await response().result.get()
+        }
+    }
+}
+
+extension RequestType where Self: Component {
+    /// Starts the request: renders it on the caller's side and hands it to its ``RequestType/session``.
+    /// The handler given to `response(_:)` receives the outcome; without one, the outcome is dropped.
+    /// A request runs once: later calls are ignored.
+    public func resume() {
+        if let start = pendingStart {
+            pendingStart = nil
+            start(session)
+        } else if let request = self as? any ResponseType {
+            request.fireAndForget()
+        }
+    }
+
+    /// Cancels the request. A handler registered with `response(_:)` receives
+    /// ``BrickError/cancelled`` exactly once (also when the request had not been resumed yet).
+    public func cancel() {
+        let previous = lifecycle.cancel()
+        if previous == .waiting, let notify = pendingCancel {
+            pendingStart = nil
+            pendingCancel = nil
+            notify()
+        }
+    }
+}
+
+extension ResponseType {
+    fileprivate func fireAndForget() {
+        guard let component = self as? Component else { return }
+        session.execute(PreparedRequest(self), lifecycle: component.lifecycle) { _ in }
+    }
+}

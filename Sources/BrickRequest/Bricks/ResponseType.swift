@@ -1,0 +1,96 @@
+import Foundation
+
+/// Produces a typed value from the response.
+///
+/// The response bricks (``DataResponseType``, ``StringResponseType``, ``JSONResponseType``,
+/// ``DecodableResponseType``, ``EmptyResponseType``) each fix ``SerializedObject`` and supply the
+/// serializer. Failures are ``BrickError``s (``ResponseError``).
+public protocol ResponseType: RequestType {
+    /// The value a successful request produces.
+    associatedtype SerializedObject: Sendable
+    /// Turns the response into ``SerializedObject``.
+    var responseSerializer: any ResponseSerializer<SerializedObject> { get }
+}
+
+extension ResponseType {
+    /// The error type of every response: ``BrickError``.
+    public typealias ResponseError = BrickError
+}
+
+/// The body as `Data`.
+public protocol DataResponseType: ResponseType where SerializedObject == Data {}
+
+extension DataResponseType {
+    /// ``DataResponseSerializer``.
+    public var responseSerializer: any ResponseSerializer<Data> { DataResponseSerializer() }
+}
+
+/// The body as a `String`.
+public protocol StringResponseType: ResponseType where SerializedObject == String {}
+
+extension StringResponseType {
+    /// ``StringResponseSerializer``.
+    public var responseSerializer: any ResponseSerializer<String> { StringResponseSerializer() }
+}
+
+/// The body as a ``JSON`` value: `response.value?["user"]["name"].string`.
+public protocol JSONResponseType: ResponseType where SerializedObject == JSON {}
+
+extension JSONResponseType {
+    /// ``JSONResponseSerializer``.
+    public var responseSerializer: any ResponseSerializer<JSON> { JSONResponseSerializer() }
+}
+
+/// The body decoded into ``Model`` with a `JSONDecoder`.
+///
+/// ```swift
+/// final class GetOrder: Component, GETRequestType, DecodableResponseType {
+///     typealias Model = Order
+///     var urlString: String { "https://api.example.com/orders/1" }
+/// }
+/// ```
+public protocol DecodableResponseType: ResponseType where SerializedObject == Model {
+    /// The decoded type.
+    associatedtype Model: Decodable & Sendable
+    /// The decoder (date and key strategies). Default: a plain `JSONDecoder`.
+    var jsonDecoder: JSONDecoder { get }
+}
+
+extension DecodableResponseType {
+    /// A plain `JSONDecoder`.
+    public var jsonDecoder: JSONDecoder { JSONDecoder() }
+
+    /// ``DecodableResponseSerializer`` with ``jsonDecoder``.
+    public var responseSerializer: any ResponseSerializer<Model> {
+        DecodableResponseSerializer<Model>(decoder: jsonDecoder)
+    }
+}
+
+/// Ignores the body.
+public protocol EmptyResponseType: ResponseType where SerializedObject == Empty {}
+
+extension EmptyResponseType {
+    /// ``EmptyResponseSerializer``.
+    public var responseSerializer: any ResponseSerializer<Empty> { EmptyResponseSerializer() }
+}
+
+/// Checks the status code and content type before serialization; a mismatch is a
+/// ``BrickError/Code/unacceptableStatusCode`` or ``BrickError/Code/unacceptableContentType`` error
+/// that keeps the status and body.
+public protocol ValidatedResponseType: ResponseType {
+    /// Accepted status codes. Default `200..<300`.
+    var acceptableStatusCodes: Range<Int> { get }
+    /// Accepted media types (`application/json`, `text/*`), or `nil` for any. Default `nil`.
+    var acceptableContentTypes: [String]? { get }
+}
+
+extension ValidatedResponseType {
+    /// `200..<300`.
+    public var acceptableStatusCodes: Range<Int> { 200..<300 }
+    /// Any content type.
+    public var acceptableContentTypes: [String]? { nil }
+    /// Validation from ``acceptableStatusCodes`` and ``acceptableContentTypes``.
+    public var responseValidation: ResponseValidation? {
+        ResponseValidation(statusCodes: acceptableStatusCodes, contentTypes: acceptableContentTypes)
+    }
+}

@@ -1,0 +1,55 @@
+/// The base class of every endpoint: its parameters, its identity and its lifecycle.
+///
+/// An endpoint subclasses `Component` and adopts bricks that supply the rest:
+///
+/// ```swift
+/// final class GetUser: Component, GETRequestType, APISessionRequestType, SoftAutoRetryType, JSONResponseType {
+///     let userID: String
+///     var urlString: String { "https://api.example.com/users" }
+///     init(userID: String) {
+///         self.userID = userID
+///         var parameters = ParameterBuilder()
+///         parameters.add(TextParameter(value: userID, name: "userID"))
+///         super.init(parameterBuilder: parameters)
+///     }
+/// }
+/// ```
+///
+/// Components are compared by identity. `Component` is deliberately not `Sendable`: a subclass would
+/// otherwise have to restate `@unchecked Sendable` in every endpoint file. Requests are rendered on the
+/// caller's side into a `Sendable` snapshot, and the part of the component a session touches —
+/// ``lifecycle`` — is a `Sendable` box with one lock.
+open class Component: Hashable {
+    /// The request's parameters.
+    public let parameterBuilder: ParameterBuilder
+    /// State, retry count and the transfer in flight, shared with the session.
+    public let lifecycle = RequestLifecycle()
+    /// Starts the request once rendered; set by `response(_:)`.
+    var pendingStart: ((Session) -> Void)?
+    /// Tells the registered handler that the request was cancelled before it started.
+    var pendingCancel: (() -> Void)?
+
+    /// Creates a component.
+    ///
+    /// - Parameter parameterBuilder: The request's parameters.
+    public init(parameterBuilder: ParameterBuilder = ParameterBuilder()) {
+        self.parameterBuilder = parameterBuilder
+    }
+
+    /// Retries made so far.
+    public var retryCount: Int { lifecycle.retryCount }
+
+    /// Where the request is in its life.
+    public var state: RequestState { lifecycle.state }
+
+    /// Identity: a component equals only itself.
+    public static func == (lhs: Component, rhs: Component) -> Bool { lhs === rhs }
+
+    /// Hashes the object's identity.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ObjectIdentifier(self))
+    }
+}
+
+@available(*, unavailable, message: "Component is not Sendable; render requests with resume(), response() or value")
+extension Component: Sendable {}

@@ -1,0 +1,81 @@
+import Synchronization
+
+/// Where a request is in its life.
+public enum RequestState: Sendable, Hashable {
+    /// Created, not resumed yet.
+    case waiting
+    /// An attempt is in flight.
+    case running
+    /// Waiting to retry; the associated value is the retry about to be made (1 for the first).
+    case retrying(Int)
+    /// Finished with a response or an error.
+    case completed
+    /// Cancelled.
+    case cancelled
+}
+
+/// The mutable life of one request — state, retry count, the transfer in flight — shared by the
+/// ``Component`` and the ``Session`` that runs it. One lock guards it all.
+public final class RequestLifecycle: Sendable {
+    private struct Storage {
+        var state: RequestState = .waiting
+        var retryCount = 0
+        var task: TransportTask?
+    }
+
+    private let storage = Mutex(Storage())
+
+    /// Creates a lifecycle in ``RequestState/waiting``.
+    public init() {}
+
+    /// The current state.
+    public var state: RequestState { storage.withLock { $0.state } }
+
+    /// Retries made so far.
+    public var retryCount: Int { storage.withLock { $0.retryCount } }
+
+    /// Moves from waiting to running. Returns `false` (and changes nothing) if the request already
+    /// ran or was cancelled: a request runs at most once.
+    func begin() -> Bool {
+        storage.withLock {
+            guard $0.state == .waiting else { return false }
+            $0.state = .running
+            return true
+        }
+    }
+
+    /// Records the transfer in flight; cancels it at once if the request was cancelled meanwhile.
+    func attach(_ task: TransportTask) {
+        let cancelNow = storage.withLock { storage -> Bool in
+            if storage.state == .cancelled { return true }
+            storage.task = task
+            return false
+        }
+        if cancelNow { task.cancel() }
+    }
+
+    /// Cancels the request. Returns the state it was in before (so a waiting request's handler can
+    /// be told); does nothing once completed.
+    @discardableResult
+    func cancel() -> RequestState {
+        let (previous, task) = storage.withLock { storage -> (RequestState, TransportTask?) in
+            let previous = storage.state
+            guard previous != .completed && previous != .cancelled else { return (previous, nil) }
+            storage.state = .cancelled
+            defer { storage.task = nil }
+            return (previous, storage.task)
+        }
+        task?.cancel()
+        return previous
+    }
+
+    /// Marks the request finished. Returns `false` when it had been cancelled.
+    func complete() -> Bool {
+        storage.withLock {
+            $0.task = nil
+            if $0.state == .cancelled { return false }
+            $0.state = .completed
+            return true
+        }
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+
+/// How a request's parameters are encoded.
+public enum ParameterEncoding: Sendable, Hashable {
+    /// Query for `GET`, `HEAD` and `DELETE`; `application/x-www-form-urlencoded` body otherwise;
+    /// `multipart/form-data` as soon as a file is present. The default.
+    case automatic
+    /// Always in the query string.
+    case query
+    /// An `application/x-www-form-urlencoded` body.
+    case formURLEncoded
+    /// A `multipart/form-data` body (files streamed from disk).
+    case multipart
+    /// A JSON body (``JSONBodyRequestType``).
+    case json
+}
+
+/// RFC 3986 percent-encoding: everything but unreserved characters (`A–Z a–z 0–9 - . _ ~`).
+enum PercentEncoding {
+    static func encode(_ text: String) -> String {
+        var output = ""
+        output.reserveCapacity(text.utf8.count)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"):
+                output.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                output += "%"
+                output += String(byte >> 4, radix: 16, uppercase: true)
+                output += String(byte & 0x0F, radix: 16, uppercase: true)
+            }
+        }
+        return output
+    }
+
+    static func form(_ pairs: [(name: String, value: String)]) -> String {
+        pairs.map { encode($0.name) + "=" + encode($0.value) }.joined(separator: "&")
+    }
+}
+
+/// Builds a streamed `multipart/form-data` body: text parts and part headers in memory, file parts
+/// read from disk while sending.
+enum MultipartEncoder {
+    static func body(_ parameters: ParameterBuilder, boundary: String) -> RequestBody {
+        var segments: [RequestBody.Segment] = []
+        var pending = Data()
+        func flush() {
+            if !pending.isEmpty {
+                segments.append(.data(pending))
+                pending = Data()
+            }
+        }
+        for entry in parameters.entries {
+            switch entry {
+            case .text(let name, let value?):
+                pending.append(contentsOf: "--\(boundary)\r\n".utf8)
+                pending.append(contentsOf: "Content-Disposition: form-data; name=\"\(quoted(name))\"\r\n\r\n".utf8)
+                pending.append(contentsOf: value.utf8)
+                pending.append(contentsOf: "\r\n".utf8)
+            case .text(_, nil):
+                continue
+            case .file(let file):
+                pending.append(contentsOf: "--\(boundary)\r\n".utf8)
+                pending.append(
+                    contentsOf:
+                        "Content-Disposition: form-data; name=\"\(quoted(file.name))\"; filename=\"\(quoted(file.fileName))\"\r\n"
+                        .utf8)
+                pending.append(contentsOf: "Content-Type: \(file.mimeType)\r\n\r\n".utf8)
+                switch file.source {
+                case .data(let data):
+                    pending.append(data)
+                case .file(let path):
+                    flush()
+                    segments.append(.file(path: path))
+                }
+                pending.append(contentsOf: "\r\n".utf8)
+            }
+        }
+        pending.append(contentsOf: "--\(boundary)--\r\n".utf8)
+        flush()
+        return RequestBody(segments: segments)
+    }
+
+    /// Quotes a name for `Content-Disposition` (RFC 7578 §4.2: escape `"` and drop CR/LF).
+    private static func quoted(_ text: String) -> String {
+        text.replacingOccurrences(of: "\"", with: "%22").replacingOccurrences(of: "\r", with: "%0D")
+            .replacingOccurrences(of: "\n", with: "%0A")
+    }
+}

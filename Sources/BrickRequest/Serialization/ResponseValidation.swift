@@ -1,0 +1,48 @@
+/// Which responses count as successful before serialization.
+public struct ResponseValidation: Sendable, Hashable {
+    /// Accepted status codes.
+    public var statusCodes: Range<Int>
+    /// Accepted media types (`type/subtype`, `type/*` or `*/*`), or `nil` for any.
+    public var contentTypes: [String]?
+
+    /// Creates a validation.
+    ///
+    /// - Parameters:
+    ///   - statusCodes: Accepted status codes; default `200..<300`.
+    ///   - contentTypes: Accepted media types, or `nil` for any.
+    public init(statusCodes: Range<Int> = 200..<300, contentTypes: [String]? = nil) {
+        self.statusCodes = statusCodes
+        self.contentTypes = contentTypes
+    }
+
+    /// Checks a response.
+    ///
+    /// - Parameter response: The response.
+    /// - Throws: ``BrickError`` with code ``BrickError/Code/unacceptableStatusCode`` or
+    ///   ``BrickError/Code/unacceptableContentType``, keeping the status and body.
+    public func validate(_ response: TransportResponse) throws(BrickError) {
+        guard statusCodes.contains(response.status.code) else {
+            throw BrickError(
+                .unacceptableStatusCode,
+                message: "status \(response.status.code) is not in \(statusCodes.lowerBound)..<\(statusCodes.upperBound)",
+                status: response.status, responseBody: response.body)
+        }
+        guard let contentTypes, !(response.body?.isEmpty ?? true) else { return }
+        let received = (response.headerFields[.contentType] ?? "").split(separator: ";").first
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let accepted = contentTypes.contains { pattern in
+            let pattern = pattern.lowercased()
+            if pattern == "*/*" || pattern == received { return true }
+            if pattern.hasSuffix("/*") { return received.hasPrefix(pattern.dropLast()) }
+            return false
+        }
+        guard accepted else {
+            throw BrickError(
+                .unacceptableContentType,
+                message: "content type \(received.isEmpty ? "(none)" : received) is not one of \(contentTypes.joined(separator: ", "))",
+                status: response.status, responseBody: response.body)
+        }
+    }
+}
+
+import Foundation

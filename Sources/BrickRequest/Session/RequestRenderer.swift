@@ -1,0 +1,96 @@
+import Foundation
+
+/// Reads an endpoint's bricks and produces the `Sendable` request the transport sends.
+///
+/// Runs on the caller's side, so a non-`Sendable` ``Component`` never crosses threads.
+enum RequestRenderer {
+    static func render(_ request: some RequestType, session: Session) throws(BrickError) -> TransportRequest {
+        let parameters = (request as? Component)?.parameterBuilder ?? ParameterBuilder()
+        let method = request.method
+        var url = request.urlString
+        if let origin = session.configuration.originOverride {
+            url = replaceOrigin(of: url, with: origin)
+        }
+
+        var encoding = request.parameterEncoding
+        if encoding == .automatic {
+            if !parameters.files.isEmpty {
+                encoding = .multipart
+            } else if method == .get || method == .head || method == .delete {
+                encoding = .query
+            } else {
+                encoding = .formURLEncoded
+            }
+        }
+        var body: RequestBody? = nil
+        var contentType: String? = nil
+        switch encoding {
+        case .automatic, .query:
+            if !parameters.files.isEmpty {
+                throw BrickError(.invalidRequest, message: "file parameters cannot be sent in a query string")
+            }
+            let query = PercentEncoding.form(parameters.textPairs)
+            if !query.isEmpty {
+                let (base, fragment) = split(url, at: "#")
+                url = base + (base.contains("?") ? "&" : "?") + query + (fragment.map { "#" + $0 } ?? "")
+            }
+        case .formURLEncoded:
+            if !parameters.files.isEmpty {
+                throw BrickError(.invalidRequest, message: "file parameters need multipart encoding")
+            }
+            body = .data(Data(PercentEncoding.form(parameters.textPairs).utf8))
+            contentType = "application/x-www-form-urlencoded"
+        case .multipart:
+            let boundary = "BrickRequestBoundary" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+            body = MultipartEncoder.body(parameters, boundary: boundary)
+            contentType = "multipart/form-data; boundary=\(boundary)"
+        case .json:
+            if !parameters.files.isEmpty {
+                throw BrickError(.invalidRequest, message: "file parameters cannot be sent in a JSON body")
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            do {
+                if let value = request.jsonBody {
+                    body = .data(try encoder.encode(value))
+                } else {
+                    var object: [String: String] = [:]
+                    for (name, value) in parameters.textPairs { object[name] = value }
+                    body = .data(try encoder.encode(object))
+                }
+            } catch {
+                throw BrickError(.invalidRequest, message: "cannot encode the JSON body", underlying: error)
+            }
+            contentType = "application/json"
+        }
+
+        // Session defaults, then the request's own (case-insensitive override), in a stable order.
+        var merged: [String: (name: String, value: String)] = [:]
+        for (name, value) in session.configuration.defaultHeaders { merged[name.lowercased()] = (name, value) }
+        for (name, value) in request.headers { merged[name.lowercased()] = (name, value) }
+        if let contentType, merged["content-type"] == nil { merged["content-type"] = ("Content-Type", contentType) }
+        let headers = merged.keys.sorted().map { merged[$0]! }
+
+        var options = TransportRequest.Options()
+        options.timeout = request.timeout
+        do {
+            return try TransportRequest(method: method, url: url, headers: headers, body: body, options: options)
+        } catch {
+            throw BrickError.transport(error)
+        }
+    }
+
+    private static func split(_ text: String, at separator: Character) -> (String, String?) {
+        guard let index = text.firstIndex(of: separator) else { return (text, nil) }
+        return (String(text[..<index]), String(text[text.index(after: index)...]))
+    }
+
+    /// `https://api.example.com/users?x` with origin `http://127.0.0.1:8080` → `http://127.0.0.1:8080/users?x`.
+    static func replaceOrigin(of url: String, with origin: String) -> String {
+        guard let schemeEnd = url.range(of: "://") else { return url }
+        let rest = url[schemeEnd.upperBound...]
+        let pathStart = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        let trimmedOrigin = origin.hasSuffix("/") ? String(origin.dropLast()) : origin
+        return trimmedOrigin + rest[pathStart...]
+    }
+}

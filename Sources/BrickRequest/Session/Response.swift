@@ -1,0 +1,60 @@
+import Foundation
+
+/// Where a response came from.
+public enum ResponseSource: Sendable, Hashable {
+    /// From the network.
+    case network
+    /// From the response cache, without contacting the server.
+    case cache
+    /// From the cache after the server confirmed it (`304 Not Modified`).
+    case revalidated
+}
+
+/// The outcome of a request: the typed result and everything known about the exchange.
+public struct Response<Success: Sendable, Failure: Error>: Sendable {
+    /// The rendered request, or `nil` when rendering failed.
+    public let request: TransportRequest?
+    /// The serialized value or the error.
+    public let result: Result<Success, Failure>
+    /// The transport's response, when one arrived.
+    public let transportResponse: TransportResponse?
+    /// Retries made before this outcome.
+    public let retryCount: Int
+    /// Where the response came from.
+    public let source: ResponseSource
+
+    /// Creates a response.
+    ///
+    /// - Parameters:
+    ///   - request: The rendered request.
+    ///   - result: The outcome.
+    ///   - transportResponse: The transport's response, if any.
+    ///   - retryCount: Retries made.
+    ///   - source: Where it came from.
+    public init(
+        request: TransportRequest?, result: Result<Success, Failure>, transportResponse: TransportResponse?,
+        retryCount: Int = 0, source: ResponseSource = .network
+    ) {
+        self.request = request
+        self.result = result
+        self.transportResponse = transportResponse
+        self.retryCount = retryCount
+        self.source = source
+    }
+
+    /// The status, when a response arrived.
+    public var status: HTTPResponse.Status? { transportResponse?.status }
+    /// The response's header fields (parsed on access).
+    public var headers: HTTPFields { transportResponse?.headerFields ?? [:] }
+    /// The raw body, when a response arrived in memory.
+    public var data: Data? { transportResponse?.body }
+    /// Transfer metrics, when a response arrived.
+    public var metrics: TransportMetrics? { transportResponse?.metrics }
+    /// The value, on success.
+    public var value: Success? { try? result.get() }
+    /// The error, on failure.
+    public var error: Failure? {
+        if case .failure(let error) = result { return error }
+        return nil
+    }
+}

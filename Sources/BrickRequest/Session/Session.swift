@@ -1,0 +1,99 @@
+import Foundation
+public import Logging
+
+/// Runs requests: renders nothing itself (endpoints render on the caller's side), hands them to its
+/// ``Transport``, validates and serializes the responses, and delivers them.
+///
+/// ```swift
+/// extension Session {
+///     static let api = Session(configuration: .init(defaultHeaders: ["Accept": "application/json"]))
+/// }
+/// ```
+///
+/// A session is `Sendable` and cheap to share; use one per API (its connections are pooled).
+/// In tests, build one on `BrickTesting`'s `StubTransport` with `Session.testing(…)`.
+public final class Session: Sendable {
+    /// The session's configuration.
+    public let configuration: Configuration
+    /// The transport that sends the requests.
+    public let transport: any Transport
+    /// Where request events are logged (`debug` for each request, `warning` for failures).
+    public let logger: Logger
+    /// Observers of every request.
+    public let eventMonitors: [any EventMonitor]
+    let callbacks: CallbackDispatcher
+
+    /// Creates a session.
+    ///
+    /// - Parameters:
+    ///   - configuration: Headers, timeouts, limits, TLS, proxy, redirects, callback queue.
+    ///   - transport: The transport; by default a ``CurlTransport`` built from
+    ///     ``Configuration/transport``.
+    ///   - logger: Where events are logged.
+    ///   - eventMonitors: Observers of every request.
+    public init(
+        configuration: Configuration = Configuration(),
+        transport: (any Transport)? = nil,
+        logger: Logger = Logger(label: "BrickRequest.Session"),
+        eventMonitors: [any EventMonitor] = []
+    ) {
+        self.configuration = configuration
+        self.transport = transport ?? CurlTransport(configuration: configuration.transport)
+        self.logger = logger
+        self.eventMonitors = eventMonitors
+        self.callbacks = CallbackDispatcher(configuration.callbackQueue)
+    }
+
+    /// The session used by requests that do not choose one.
+    public static let shared = Session()
+
+    /// The `curl` command equivalent to a request of this session, when its transport is a
+    /// ``CurlTransport``; otherwise a description of the rendered request.
+    ///
+    /// - Parameter request: An endpoint.
+    /// - Returns: The command, or the rendering error's description.
+    public func cURLDescription(for request: some RequestType) -> String {
+        do {
+            let rendered = try RequestRenderer.render(request, session: self)
+            if let curl = transport as? CurlTransport { return curl.cURLDescription(for: rendered) }
+            return "\(rendered.head.method) \(rendered.urlString)"
+        } catch {
+            return "\(error)"
+        }
+    }
+}
+
+extension Session {
+    /// Settings of a ``Session``.
+    public struct Configuration: Sendable {
+        /// Header fields sent with every request (a request's own ``RequestType/headers`` win).
+        public var defaultHeaders: [String: String]
+        /// Transport settings: timeouts, connection limits, HTTP version, TLS, proxy, redirects,
+        /// maximum response size, decompression.
+        public var transport: CurlTransport.Configuration
+        /// Where `response(_:)` handlers run. Default: a private serial queue per session.
+        public var callbackQueue: CallbackQueue
+        /// Sends every request to this origin (`scheme://host:port`) instead of its URL's, keeping
+        /// path and query: for staging environments and tests. Default `nil`.
+        public var originOverride: String?
+
+        /// Creates a configuration.
+        ///
+        /// - Parameters:
+        ///   - defaultHeaders: Header fields for every request.
+        ///   - transport: Transport settings.
+        ///   - callbackQueue: Where handlers run.
+        ///   - originOverride: An origin that replaces every request's.
+        public init(
+            defaultHeaders: [String: String] = [:],
+            transport: CurlTransport.Configuration = CurlTransport.Configuration(),
+            callbackQueue: CallbackQueue = .serial(),
+            originOverride: String? = nil
+        ) {
+            self.defaultHeaders = defaultHeaders
+            self.transport = transport
+            self.callbackQueue = callbackQueue
+            self.originOverride = originOverride
+        }
+    }
+}

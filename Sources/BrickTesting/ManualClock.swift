@@ -1,0 +1,124 @@
+import Synchronization
+
+/// A clock whose time moves only when a test calls ``advance(by:)``.
+///
+/// Code under test sleeps on it (`try await clock.sleep(for: .seconds(5))`) and the test advances
+/// it; nothing waits for real time. Sleepers and scheduled actions whose deadline is reached run in
+/// deadline order.
+public final class ManualClock: Clock, Sendable {
+    /// A point on a ``ManualClock``: the time advanced since the clock was created.
+    public struct Instant: InstantProtocol, Sendable, Hashable, Comparable {
+        /// Time since the clock's start.
+        public var offset: Duration
+
+        /// Creates an instant.
+        ///
+        /// - Parameter offset: Time since the clock's start.
+        public init(offset: Duration) { self.offset = offset }
+
+        /// The instant `duration` later.
+        public func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        /// The time from this instant to `other`.
+        public func duration(to other: Instant) -> Duration { other.offset - offset }
+        /// Orders instants by offset.
+        public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
+    }
+
+    private struct Waiter {
+        var id: Int
+        var deadline: Instant
+        var action: @Sendable () -> Void
+    }
+
+    private struct State {
+        var now = Instant(offset: .zero)
+        var nextID = 0
+        var waiters: [Waiter] = []
+    }
+
+    private let state = Mutex(State())
+
+    /// Creates a clock at offset zero.
+    public init() {}
+
+    /// The current instant.
+    public var now: Instant { state.withLock { $0.now } }
+
+    /// Zero: the clock has no granularity.
+    public var minimumResolution: Duration { .zero }
+
+    /// How many sleepers and scheduled actions are waiting.
+    public var waiterCount: Int { state.withLock { $0.waiters.count } }
+
+    /// Suspends until the clock is advanced to `deadline`.
+    ///
+    /// - Parameters:
+    ///   - deadline: When to resume.
+    ///   - tolerance: Ignored.
+    /// - Throws: `CancellationError` when the task is cancelled first.
+    public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        let id = state.withLock { state -> Int in
+            state.nextID += 1
+            return state.nextID
+        }
+        let resumed = Mutex(false)
+        await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+                let resumeOnce: @Sendable () -> Void = {
+                    if resumed.withLock({ flag in defer { flag = true }; return !flag }) { continuation.resume() }
+                }
+                schedule(id: id, at: deadline, resumeOnce)
+            }
+        } onCancel: {
+            let action = state.withLock { state -> (@Sendable () -> Void)? in
+                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.waiters.remove(at: index).action
+            }
+            action?()
+        }
+        try Task.checkCancellation()
+    }
+
+    /// Runs `action` when the clock reaches `deadline` (at once if it already has).
+    ///
+    /// - Parameters:
+    ///   - deadline: When to run it.
+    ///   - action: What to run, on the thread that advances the clock.
+    public func schedule(at deadline: Instant, _ action: @escaping @Sendable () -> Void) {
+        let id = state.withLock { state -> Int in
+            state.nextID += 1
+            return state.nextID
+        }
+        schedule(id: id, at: deadline, action)
+    }
+
+    private func schedule(id: Int, at deadline: Instant, _ action: @escaping @Sendable () -> Void) {
+        let runNow = state.withLock { state -> Bool in
+            if deadline <= state.now { return true }
+            state.waiters.append(Waiter(id: id, deadline: deadline, action: action))
+            return false
+        }
+        if runNow { action() }
+    }
+
+    /// Moves time forward, running every sleeper and action whose deadline is reached, in order.
+    ///
+    /// - Parameter duration: How far to move (not negative).
+    public func advance(by duration: Duration) {
+        precondition(duration >= .zero, "a ManualClock cannot go back in time")
+        let target = state.withLock { $0.now.advanced(by: duration) }
+        while true {
+            let next = state.withLock { state -> Waiter? in
+                guard let index = state.waiters.indices.min(by: { state.waiters[$0].deadline < state.waiters[$1].deadline }),
+                    state.waiters[index].deadline <= target
+                else { return nil }
+                let waiter = state.waiters.remove(at: index)
+                state.now = max(state.now, waiter.deadline)
+                return waiter
+            }
+            guard let next else { break }
+            next.action()
+        }
+        state.withLock { $0.now = target }
+    }
+}

@@ -1,0 +1,203 @@
+import BrickRequest
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+/// A scripted response for ``StubTransport``.
+public struct StubResponse: Sendable {
+    /// The status.
+    public var status: HTTPResponse.Status
+    /// The header fields.
+    public var headers: HTTPFields
+    /// The body.
+    public var body: Data
+    /// A transport failure to deliver instead of a response.
+    public var error: TransportError?
+    /// How long the transport takes, on the stub's ``ManualClock``.
+    public var delay: Duration
+
+    /// Creates a scripted response.
+    ///
+    /// - Parameters:
+    ///   - status: The status.
+    ///   - headers: The header fields.
+    ///   - body: The body.
+    ///   - delay: The time it takes, on the stub's clock.
+    public init(status: HTTPResponse.Status = .ok, headers: HTTPFields = [:], body: Data = Data(), delay: Duration = .zero) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.error = nil
+        self.delay = delay
+    }
+
+    /// A JSON body with `Content-Type: application/json`.
+    ///
+    /// - Parameters:
+    ///   - text: The JSON text.
+    ///   - status: The status; default 200.
+    /// - Returns: The scripted response.
+    public static func json(_ text: String, status: HTTPResponse.Status = .ok) -> StubResponse {
+        StubResponse(status: status, headers: [.contentType: "application/json"], body: Data(text.utf8))
+    }
+
+    /// An empty body with this status.
+    ///
+    /// - Parameter status: The status.
+    /// - Returns: The scripted response.
+    public static func status(_ status: HTTPResponse.Status) -> StubResponse {
+        StubResponse(status: status)
+    }
+
+    /// A transport failure.
+    ///
+    /// - Parameters:
+    ///   - kind: The failure's kind.
+    ///   - requestBytesSent: Whether the request is reported as (partly) sent.
+    /// - Returns: The scripted failure.
+    public static func failure(_ kind: TransportError.Kind, requestBytesSent: Bool = false) -> StubResponse {
+        var response = StubResponse()
+        response.error = TransportError(kind, message: "scripted \(kind) failure", requestBytesSent: requestBytesSent)
+        return response
+    }
+
+    /// The same response, taking `delay` on the stub's clock.
+    ///
+    /// - Parameter delay: The delay.
+    /// - Returns: The delayed response.
+    public func delayed(by delay: Duration) -> StubResponse {
+        var copy = self
+        copy.delay = delay
+        return copy
+    }
+}
+
+/// A ``Transport`` that answers from scripts and records every request: endpoints are tested with
+/// the real ``Session`` pipeline (rendering, validation, serialization) and no network.
+///
+/// Unimplemented by default: a request with no script fails the current test, naming the request,
+/// and fails with a ``TransportError`` — never a plausible made-up answer.
+///
+/// ```swift
+/// let stub = StubTransport()
+/// stub.stub(.get, "/users", .json(#"{"name":"Ada"}"#))
+/// let session = Session.testing(stub)
+/// ```
+public final class StubTransport: Transport {
+    private struct Route {
+        var method: HTTPRequest.Method?
+        var pattern: String
+        var responses: [StubResponse]
+        var served = 0
+
+        func matches(_ request: TransportRequest) -> Bool {
+            if let method, method != request.head.method { return false }
+            let path = String((request.head.path ?? "/").split(separator: "?", maxSplits: 1).first ?? "/")
+            if pattern.hasSuffix("*") { return path.hasPrefix(pattern.dropLast()) }
+            return path == pattern
+        }
+    }
+
+    private struct State {
+        var routes: [Route] = []
+        var requests: [TransportRequest] = []
+        var inFlight: [Int: @Sendable (Result<TransportResponse, TransportError>) -> Void] = [:]
+        var nextID = 0
+    }
+
+    private let state = Mutex(State())
+    private let clock: ManualClock?
+    private let queue = DispatchQueue(label: "BrickTesting.StubTransport")
+
+    /// Creates a stub with no scripts.
+    ///
+    /// - Parameter clock: The clock that delayed responses wait on; without one, delays are ignored.
+    public init(clock: ManualClock? = nil) {
+        self.clock = clock
+    }
+
+    /// Scripts the responses for requests whose path matches `path` (exact, or a prefix ending in
+    /// `*`), in order; the last one repeats.
+    ///
+    /// - Parameters:
+    ///   - method: The method, or `nil` for any.
+    ///   - path: The path without query, e.g. `/users` or `/users/*`.
+    ///   - responses: One response per request, in order; at least one.
+    public func stub(_ method: HTTPRequest.Method? = nil, _ path: String, _ responses: StubResponse...) {
+        precondition(!responses.isEmpty, "a stub needs at least one response")
+        state.withLock { $0.routes.append(Route(method: method, pattern: path, responses: responses)) }
+    }
+
+    /// Every request started, in order, as rendered.
+    public var requests: [TransportRequest] { state.withLock { $0.requests } }
+
+    /// Answers from the matching script (the latest added wins).
+    public func start(
+        _ request: TransportRequest,
+        completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void
+    ) -> TransportTask {
+        let (id, scripted) = state.withLock { state -> (Int, StubResponse?) in
+            state.requests.append(request)
+            state.nextID += 1
+            state.inFlight[state.nextID] = completion
+            guard let index = state.routes.lastIndex(where: { $0.matches(request) }) else { return (state.nextID, nil) }
+            let route = state.routes[index]
+            state.routes[index].served += 1
+            return (state.nextID, route.responses[min(route.served, route.responses.count - 1)])
+        }
+        let deliver: @Sendable (Result<TransportResponse, TransportError>) -> Void = { [self] result in
+            let handler = state.withLock { $0.inFlight.removeValue(forKey: id) }
+            handler?(result)
+        }
+        guard let scripted else {
+            Issue.record(
+                "StubTransport has no script for \(request.head.method) \(request.head.path ?? "/"); add one with stub(_:_:_:)")
+            queue.async {
+                deliver(.failure(TransportError(
+                    .other, message: "unimplemented: no stub for \(request.head.method) \(request.head.path ?? "/")")))
+            }
+            return TransportTask { deliver(.failure(TransportError(.cancelled, message: "cancelled"))) }
+        }
+        let result: Result<TransportResponse, TransportError> =
+            scripted.error.map { .failure($0) }
+            ?? .success(
+                TransportResponse(
+                    status: scripted.status, headerFields: scripted.headers, body: scripted.body, url: request.urlString))
+        if let clock, scripted.delay > .zero {
+            clock.schedule(at: clock.now.advanced(by: scripted.delay)) { deliver(result) }
+        } else {
+            queue.async { deliver(result) }
+        }
+        return TransportTask { [queue] in queue.async { deliver(.failure(TransportError(.cancelled, message: "cancelled"))) } }
+    }
+}
+
+extension Session {
+    /// A real ``Session`` on a ``StubTransport``: the whole pipeline runs, the network does not.
+    ///
+    /// - Parameters:
+    ///   - transport: The stub.
+    ///   - configuration: Headers and other settings; the transport part is not used.
+    /// - Returns: The session.
+    public static func testing(_ transport: StubTransport, configuration: Configuration = Configuration()) -> Session {
+        Session(configuration: configuration, transport: transport)
+    }
+}
+
+extension RequestBody {
+    /// All the body's bytes, reading file segments from disk (for assertions in tests).
+    ///
+    /// - Returns: The bytes in order.
+    /// - Throws: When a file cannot be read.
+    public func collectedData() throws -> Data {
+        var data = Data()
+        for segment in segments {
+            switch segment {
+            case .data(let bytes): data.append(bytes)
+            case .file(let path): data.append(try Data(contentsOf: URL(fileURLWithPath: path)))
+            }
+        }
+        return data
+    }
+}
