@@ -1,0 +1,144 @@
+import BrickRequest
+import BrickTesting
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+final class RecordingMonitor: EventMonitor {
+    let events = Mutex<[String]>([])
+    func requestDidStart(_ request: TransportRequest) { events.withLock { $0.append("start \(request.head.method)") } }
+    func request(_ request: TransportRequest, didCompleteWith result: Result<TransportResponse, TransportError>) {
+        events.withLock { $0.append("complete \((try? result.get())?.status.code ?? -1)") }
+    }
+    func requestDidFailToRender(_ error: BrickError) { events.withLock { $0.append("render \(error.code)") } }
+}
+
+final class StubbedUser: Component, GETRequestType, ValidatedResponseType, JSONResponseType {
+    let session: Session
+    var urlString: String { "https://api.example.com/users/1" }
+    init(session: Session) {
+        self.session = session
+        super.init()
+    }
+}
+
+@Suite("Session, StubTransport, ManualClock, errors")
+struct SessionTests {
+    @Test("event monitors see start and completion")
+    func monitors() async throws {
+        let stub = StubTransport()
+        stub.stub(.get, "/users/1", .json(#"{"name":"Ada"}"#))
+        let monitor = RecordingMonitor()
+        let session = Session(transport: stub, eventMonitors: [monitor])
+        let user = try await StubbedUser(session: session).value
+        #expect(user["name"].string == "Ada")
+        #expect(monitor.events.withLock { $0 } == ["start GET", "complete 200"])
+    }
+
+    @Test("scripted sequences: each request takes the next response, the last repeats")
+    func sequences() async throws {
+        let stub = StubTransport()
+        stub.stub(.get, "/users/*", .status(.serviceUnavailable), .json(#"{"name":"Ada"}"#))
+        let session = Session.testing(stub)
+        #expect(await StubbedUser(session: session).response().error?.code == .unacceptableStatusCode)
+        #expect(try await StubbedUser(session: session).value["name"].string == "Ada")
+        #expect(try await StubbedUser(session: session).value["name"].string == "Ada")
+        #expect(stub.requests.count == 3)
+    }
+
+    @Test("a request with no script fails the test loudly (unimplemented by default)")
+    func unimplemented() async throws {
+        let stub = StubTransport()
+        let delivered = Delivered<Response<JSON, BrickError>>()
+        // resume() hands the request to the transport synchronously, so the issue is recorded here.
+        withKnownIssue("StubTransport has no script") {
+            StubbedUser(session: Session.testing(stub)).response { delivered.add($0) }.resume()
+        }
+        let response = try await delivered.first()
+        #expect(response.error?.transportError?.message.contains("no stub for GET /users/1") == true)
+    }
+
+    @Test("a delayed response waits for the ManualClock, not for real time")
+    func manualClock() async throws {
+        let clock = ManualClock()
+        let stub = StubTransport(clock: clock)
+        stub.stub(.get, "/users/1", StubResponse.json(#"{"name":"Late"}"#).delayed(by: .seconds(30)))
+        let session = Session.testing(stub)
+        let task = Task { try await StubbedUser(session: session).value }
+        while clock.waiterCount == 0 { await Task.yield() }
+        clock.advance(by: .seconds(29))
+        #expect(clock.waiterCount == 1)
+        clock.advance(by: .seconds(1))
+        #expect(try await task.value["name"].string == "Late")
+        #expect(clock.now.offset == .seconds(30))
+    }
+
+    @Test("ManualClock runs scheduled actions in deadline order and wakes sleepers")
+    func clockOrder() async throws {
+        let clock = ManualClock()
+        let order = Delivered<Int>()
+        clock.schedule(at: clock.now.advanced(by: .seconds(3))) { order.add(3) }
+        clock.schedule(at: clock.now.advanced(by: .seconds(1))) { order.add(1) }
+        clock.schedule(at: clock.now.advanced(by: .seconds(2))) { order.add(2) }
+        let sleeper = Task { try await clock.sleep(for: .seconds(10)) }
+        while clock.waiterCount < 4 { await Task.yield() }
+        clock.advance(by: .seconds(2))
+        #expect(order.all == [1, 2])
+        clock.advance(by: .seconds(5))
+        #expect(order.all == [1, 2, 3])
+        #expect(clock.waiterCount == 1)
+        clock.advance(by: .seconds(3))
+        try await sleeper.value
+        #expect(clock.now.offset == .seconds(10))
+    }
+
+    @Test("BrickError descriptions never show header values or bodies")
+    func redaction() async throws {
+        let stub = StubTransport()
+        stub.stub(.get, "/users/1", StubResponse(status: .unauthorized, body: Data("secret-body-token".utf8)))
+        let session = Session.testing(stub, configuration: .init(defaultHeaders: ["Authorization": "Bearer secret-header"]))
+        let response = await StubbedUser(session: session).response()
+        let error = try #require(response.error)
+        #expect(error.code == .unacceptableStatusCode)
+        #expect(!"\(error)".contains("secret"))
+        #expect(error.responseBody == Data("secret-body-token".utf8))
+        let headerError = await StubbedUser(
+            session: Session.testing(stub, configuration: .init(defaultHeaders: ["X-Key": "secret\r\nInjected: 1"]))
+        ).response().error
+        #expect(headerError?.code == .invalidRequest)
+        #expect(!"\(headerError!)".contains("secret"))
+    }
+
+    @Test("BrickError codes match in catch patterns and compare by code")
+    func codes() {
+        let error: any Error = BrickError(.timedOut, message: "slow")
+        switch error {
+        case BrickError.Code.timedOut: break
+        default: Issue.record("pattern did not match")
+        }
+        #expect(BrickError(.cancelled, message: "x") == .cancelled)
+        #expect(BrickError.transport(TransportError(.notConnected, message: "down")) == .notConnected)
+    }
+
+    @Test("the session describes a request as a curl command")
+    func curlDescription() {
+        let session = Session(configuration: .init(defaultHeaders: ["Accept": "application/json"]))
+        let command = session.cURLDescription(for: StubbedUser(session: session))
+        #expect(command.hasPrefix("curl 'https://api.example.com/users/1'"))
+        #expect(command.contains("-H 'Accept: application/json'"))
+    }
+
+    @Test("JSON values subscript safely")
+    func json() throws {
+        let json = try JSON(data: Data(#"{"user":{"name":"Ada","age":36,"admin":true,"tags":["a","b"],"none":null}}"#.utf8))
+        #expect(json["user"]["name"].string == "Ada")
+        #expect(json["user"]["age"].int == 36)
+        #expect(json["user"]["admin"].bool == true)
+        #expect(json["user"]["age"].bool == nil)
+        #expect(json["user"]["tags"][1].string == "b")
+        #expect(json["user"]["tags"][9].isNull)
+        #expect(json["missing"]["deeper"].string == nil)
+        #expect(json["user"]["none"].isNull)
+    }
+}
