@@ -1,78 +1,154 @@
-// brick-demo: starts BrickTestServer on 127.0.0.1 and shows BrickRequest working against it.
-//   swift run brick-demo                     # against the embedded loopback server
+// brick-demo: BrickRequest end to end.
+//   swift run brick-demo                     # against BrickTestServer, started in this process on 127.0.0.1
 //   swift run brick-demo --base-url URL      # against another httpbin-like server
 import BrickRequest
 import BrickTestServer
 import Foundation
 
-@main
-struct BrickDemo {
-    static func main() async {
-        let arguments = CommandLine.arguments
-        var baseURL: String? = nil
-        if let index = arguments.firstIndex(of: "--base-url"), arguments.count > index + 1 {
-            baseURL = arguments[index + 1]
-        }
-        var server: BrickTestServer? = nil
-        if baseURL == nil {
-            do {
-                let started = try await BrickTestServer.start()
-                server = started
-                baseURL = started.baseURL
-                print("BrickTestServer listening on \(started.baseURL)")
-            } catch {
-                print("cannot start the loopback server: \(error)")
-                exit(1)
-            }
-        }
-        let ok = await TransportDemo(baseURL: baseURL!).run()
-        await server?.shutdown()
-        exit(ok ? 0 : 1)
+// MARK: - The README example, unchanged
+
+protocol APISessionRequestType: SessionRequestType {}
+extension APISessionRequestType { var session: Session { Session.api } }   // user-defined brick
+
+final class GetUser: Component, GETRequestType, APISessionRequestType, SoftAutoRetryType, JSONResponseType {
+    let userID: String
+    var urlString: String { "https://api.example.com/users" }
+    init(userID: String) {
+        self.userID = userID
+        var parameters = ParameterBuilder()
+        parameters.add(TextParameter(value: userID, name: "userID"))
+        super.init(parameterBuilder: parameters)
     }
 }
 
-struct TransportDemo {
-    let baseURL: String
-    let transport = CurlTransport()
+extension Session {
+    /// The demo's API session: every request goes to the demo server, whatever its URL's host.
+    static let api = Session(configuration: .init(
+        defaultHeaders: ["Accept": "application/json"], originOverride: DemoServer.baseURL))
+}
 
-    func run() async -> Bool {
-        var ok = true
-        ok = await step("GET with a query") {
-            let response = try await transport.send(try TransportRequest(method: .get, url: baseURL + "/anything?userID=100"))
-            return "\(response.status.code), \(response.body?.count ?? 0) bytes, HTTP \(response.metrics.httpVersion)"
-        } && ok
-        ok = await step("POST a JSON body") {
-            let request = try TransportRequest(
-                method: .post, url: baseURL + "/post", headers: [("Content-Type", "application/json")],
-                body: .data(Data(#"{"name":"brick"}"#.utf8)))
-            let response = try await transport.send(request)
-            return "\(response.status.code); replay with: \(transport.cURLDescription(for: request).prefix(80))…"
-        } && ok
-        ok = await step("gzip, decoded") {
-            let response = try await transport.send(try TransportRequest(method: .get, url: baseURL + "/gzip"))
-            return "\(response.status.code), \(response.body?.count ?? 0) decoded bytes"
-        } && ok
-        ok = await step("three redirects") {
-            let response = try await transport.send(try TransportRequest(method: .get, url: baseURL + "/redirect/3"))
-            return "\(response.status.code) after \(response.metrics.redirectCount) redirects"
-        } && ok
-        _ = await step("header injection is refused before any I/O", expectFailure: true) {
-            _ = try TransportRequest(method: .get, url: baseURL + "/get", headers: [("X-Evil", "a\r\nInjected: 1")])
-            return "sent?!"
+// MARK: - More endpoints
+
+/// A multipart upload: text, a number and a file streamed from disk.
+final class UploadAvatar: Component, POSTRequestType, APISessionRequestType, ValidatedResponseType, JSONResponseType {
+    var urlString: String { "https://api.example.com/post" }
+    init(userID: String, image: URL) {
+        var parameters = ParameterBuilder()
+        parameters.add(TextParameter(value: userID, name: "userID"))
+        parameters.add(TextParameter(value: 2, name: "version"))
+        parameters.add(FileParameter(fileURL: image, name: "avatar", mimeType: "image/png"))
+        super.init(parameterBuilder: parameters)
+    }
+}
+
+struct Order: Decodable, Sendable {
+    let id: Int
+    let items: [String]
+    let total: Double
+}
+
+/// A Decodable endpoint.
+final class GetOrder: Component, GETRequestType, APISessionRequestType, ValidatedResponseType, DecodableResponseType {
+    typealias Model = Order
+    let id: Int
+    var urlString: String { "https://api.example.com/orders/\(id)" }
+    init(id: Int) {
+        self.id = id
+        super.init()
+    }
+}
+
+/// An endpoint whose server answers 404: validation turns it into an error that keeps the status.
+final class GetMissing: Component, GETRequestType, APISessionRequestType, ValidatedResponseType, DataResponseType {
+    var urlString: String { "https://api.example.com/status/404" }
+}
+
+// MARK: - The demo server
+
+enum DemoServer {
+    /// `--base-url`, or the loopback server started on first use.
+    static let baseURL: String = {
+        let arguments = CommandLine.arguments
+        if let index = arguments.firstIndex(of: "--base-url"), arguments.count > index + 1 {
+            return arguments[index + 1]
         }
-        return ok
+        do {
+            let server = try BrickTestServer.start()
+            server.route("/users") { request in
+                let id = request.uri.components(separatedBy: "userID=").last ?? "?"
+                return .ok(#"{"id":"\#(id)","name":"Brick User \#(id)"}"#, contentType: "application/json")
+            }
+            server.route("/orders/7") { _ in
+                .ok(#"{"id":7,"items":["2x4 brick","mortar"],"total":12.5}"#, contentType: "application/json")
+            }
+            print("BrickTestServer listening on \(server.baseURL)")
+            return server.baseURL
+        } catch {
+            print("cannot start the loopback server: \(error)")
+            exit(1)
+        }
+    }()
+}
+
+// MARK: - Run
+
+@main
+struct BrickDemo {
+    static func main() async {
+        _ = DemoServer.baseURL
+        var ok = true
+
+        // 1. The README example with a handler.
+        let first = await withCheckedContinuation { (continuation: CheckedContinuation<Response<JSON, BrickError>, Never>) in
+            GetUser(userID: "100").response { response in continuation.resume(returning: response) }.resume()
+        }
+        ok = report("GetUser(userID: \"100\") via response(_:)", first.result.map { $0["name"].string ?? "?" }) && ok
+
+        // 2. The async form.
+        do {
+            let user = try await GetUser(userID: "101").value
+            print("✔ GetUser(userID: \"101\").value: \(user["name"].string ?? "?")")
+        } catch {
+            print("✘ GetUser(userID: \"101\").value: \(error)")
+            ok = false
+        }
+
+        // 3. A multipart upload of a file streamed from disk.
+        let image = URL(fileURLWithPath: NSTemporaryDirectory() + "brick-demo-avatar.png")
+        try? Data(base64Encoded:
+            "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")!
+            .write(to: image)
+        let upload = await UploadAvatar(userID: "100", image: image).response()
+        ok = report("multipart upload", upload.result.map { echo in
+            "server got fields \(echo["form"].object?.keys.sorted() ?? []) and a \(echo["files"]["avatar"]["size"].int ?? 0)-byte \(echo["files"]["avatar"]["content_type"].string ?? "?") file"
+        }) && ok
+
+        // 4. A Decodable endpoint.
+        let order = await GetOrder(id: 7).response()
+        ok = report("GetOrder(id: 7) decoded", order.result.map { "order \($0.id): \($0.items.joined(separator: ", ")), total \($0.total)" }) && ok
+
+        // 5. A validation failure.
+        let missing = await GetMissing().response()
+        if let error = missing.error, error.code == .unacceptableStatusCode {
+            print("✔ validation failure, as expected: \(error)")
+        } else {
+            print("✘ GetMissing should have failed validation")
+            ok = false
+        }
+
+        // 6. What the session would send, as a curl command.
+        print("  curl equivalent of GetUser: \(Session.api.cURLDescription(for: GetUser(userID: "100")).prefix(110))…")
+        exit(ok ? 0 : 1)
     }
 
-    private func step(
-        _ title: String, expectFailure: Bool = false, _ body: () async throws -> String
-    ) async -> Bool {
-        do {
-            let summary = try await body()
-            print("✔ \(title): \(summary)")
-            return !expectFailure
-        } catch {
-            print(expectFailure ? "✔ \(title): \(error)" : "✘ \(title): \(error)")
-            return expectFailure
+    static func report<T>(_ title: String, _ result: Result<T, BrickError>) -> Bool {
+        switch result {
+        case .success(let value):
+            print("✔ \(title): \(value)")
+            return true
+        case .failure(let error):
+            print("✘ \(title): \(error)")
+            return false
         }
     }
 }

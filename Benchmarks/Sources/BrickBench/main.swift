@@ -5,6 +5,10 @@
 //   requests=N ok=N failed=N seconds=S rps=R
 //
 // BRICK_BENCH_MODE chooses the layer measured:
+//   callback   (default) the full brick pipeline: a GET brick with DataResponseType and validation,
+//              rendered, sent, validated and serialized, its handler run through response(_:) on the
+//              session's callback queue, which starts the next request
+//   async      the same brick through `try await request.value`, CONCURRENCY tasks in a task group
 //   transport  CurlTransport.start with completions on the driver thread (the floor of the stack)
 // BENCH_CA_FILE, when set, is trusted for https (compare.sh exports the server's certificate).
 import BrickRequest
@@ -20,12 +24,24 @@ else {
 }
 let url = arguments[1]
 let environment = ProcessInfo.processInfo.environment
-let mode = environment["BRICK_BENCH_MODE"] ?? "transport"
+let mode = environment["BRICK_BENCH_MODE"] ?? "callback"
 
 var configuration = CurlTransport.Configuration()
 configuration.tls.caFile = environment["BENCH_CA_FILE"]
 configuration.proxy = .none
 let transport = CurlTransport(configuration: configuration)
+let session = Session(configuration: .init(transport: configuration), transport: transport)
+
+/// The benchmark's endpoint: a validated GET whose body is read as `Data`.
+final class BenchGet: Component, GETRequestType, ValidatedResponseType, DataResponseType {
+    let urlString: String
+    let session: Session
+    init(url: String, session: Session) {
+        self.urlString = url
+        self.session = session
+        super.init()
+    }
+}
 
 let request: TransportRequest
 do {
@@ -64,26 +80,96 @@ let counters = Counters()
     }
 }
 
-switch mode {
-case "transport":
-    break
-default:
-    FileHandle.standardError.write(Data("brick-bench: unknown BRICK_BENCH_MODE \(mode)\n".utf8))
-    exit(2)
+/// Counters for the callback mode, touched only on the session's serial callback queue.
+final class BrickCounters: @unchecked Sendable {  // only the session's serial callback queue mutates it after the first wave
+    var started = 0
+    var ok = 0
+    var failed = 0
+    var lastError: BrickError?
+    let done = DispatchSemaphore(value: 0)
+}
+
+let brickCounters = BrickCounters()
+
+@Sendable func launchBrick() {
+    BenchGet(url: url, session: session).response { response in
+        switch response.result {
+        case .success: brickCounters.ok += 1
+        case .failure(let error):
+            brickCounters.failed += 1
+            brickCounters.lastError = error
+        }
+        if brickCounters.ok + brickCounters.failed == requests {
+            brickCounters.done.signal()
+        } else if brickCounters.started < requests {
+            brickCounters.started += 1
+            launchBrick()
+        }
+    }.resume()
+}
+
+func runAsync() async -> (ok: Int, failed: Int, lastError: BrickError?) {
+    await withTaskGroup(of: (Int, Int, BrickError?).self) { group in
+        let perTask = requests / concurrency
+        let extra = requests % concurrency
+        for index in 0..<min(concurrency, requests) {
+            let count = perTask + (index < extra ? 1 : 0)
+            group.addTask {
+                var ok = 0
+                var failed = 0
+                var lastError: BrickError?
+                for _ in 0..<count {
+                    do {
+                        _ = try await BenchGet(url: url, session: session).value
+                        ok += 1
+                    } catch {
+                        failed += 1
+                        lastError = error
+                    }
+                }
+                return (ok, failed, lastError)
+            }
+        }
+        var total = (ok: 0, failed: 0, lastError: BrickError?.none)
+        for await (ok, failed, error) in group {
+            total.ok += ok
+            total.failed += failed
+            total.lastError = error ?? total.lastError
+        }
+        return total
+    }
 }
 
 let clock = ContinuousClock()
 let start = clock.now
-// The first wave is started from this thread; every later request from the driver thread.
 let wave = min(concurrency, requests)
-counters.started = wave  // written before any transfer exists; afterwards only the driver thread touches it
-for _ in 0..<wave { launch() }
-counters.done.wait()
+var okCount = 0
+var failedCount = 0
+var lastError: String?
+switch mode {
+case "transport":
+    // The first wave is started from this thread; every later request from the driver thread.
+    counters.started = wave  // written before any transfer exists; afterwards only the driver thread touches it
+    for _ in 0..<wave { launch() }
+    counters.done.wait()
+    (okCount, failedCount, lastError) = (counters.ok, counters.failed, counters.lastError.map { "\($0)" })
+case "callback":
+    brickCounters.started = wave  // written before any request exists; afterwards only the callback queue touches it
+    for _ in 0..<wave { launchBrick() }
+    brickCounters.done.wait()
+    (okCount, failedCount, lastError) = (brickCounters.ok, brickCounters.failed, brickCounters.lastError.map { "\($0)" })
+case "async":
+    let result = await runAsync()
+    (okCount, failedCount, lastError) = (result.ok, result.failed, result.lastError.map { "\($0)" })
+default:
+    FileHandle.standardError.write(Data("brick-bench: unknown BRICK_BENCH_MODE \(mode)\n".utf8))
+    exit(2)
+}
 let elapsed = clock.now - start
 let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-if let error = counters.lastError {
-    FileHandle.standardError.write(Data("brick-bench: last error: \(error)\n".utf8))
+if let lastError {
+    FileHandle.standardError.write(Data("brick-bench: last error: \(lastError)\n".utf8))
 }
 print(
-    "requests=\(requests) ok=\(counters.ok) failed=\(counters.failed) seconds=\(String(format: "%.3f", seconds)) rps=\(String(format: "%.1f", Double(counters.ok + counters.failed) / seconds))"
+    "requests=\(requests) ok=\(okCount) failed=\(failedCount) seconds=\(String(format: "%.3f", seconds)) rps=\(String(format: "%.1f", Double(okCount + failedCount) / seconds))"
 )
