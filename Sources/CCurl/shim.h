@@ -61,6 +61,7 @@ static inline int ccurl_seekfunc_ok(void) { return CURL_SEEKFUNC_OK; }
 static inline int ccurl_seekfunc_cantseek(void) { return CURL_SEEKFUNC_CANTSEEK; }
 static inline long ccurl_error_size(void) { return CURL_ERROR_SIZE; }
 static inline long ccurl_version_num(void) { return LIBCURL_VERSION_NUM; }
+static inline long ccurl_version_features(void) { return (long)curl_version_info(CURLVERSION_NOW)->features; }
 static inline const char *ccurl_version_string(void) { return curl_version_info(CURLVERSION_NOW)->version; }
 
 /* OpenSSL's atexit handler can race with a curl driver thread still cleaning up at process exit

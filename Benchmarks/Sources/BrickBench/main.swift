@@ -29,6 +29,12 @@ let mode = environment["BRICK_BENCH_MODE"] ?? "callback"
 var configuration = CurlTransport.Configuration()
 configuration.tls.caFile = environment["BENCH_CA_FILE"]
 configuration.proxy = .none
+// Send the request the C peers send: no User-Agent, no Accept-Encoding (each header costs libcurl
+// 7.88 several thousand instructions to format). BRICK_BENCH_DEFAULTS=1 keeps the library defaults.
+if environment["BRICK_BENCH_DEFAULTS"] == nil {
+    configuration.userAgent = nil
+    configuration.automaticDecompression = false
+}
 let transport = CurlTransport(configuration: configuration)
 let session = Session(configuration: .init(transport: configuration), transport: transport)
 
@@ -119,7 +125,7 @@ func runAsync() async -> (ok: Int, failed: Int, lastError: BrickError?) {
                 var failed = 0
                 var lastError: BrickError?
                 for _ in 0..<count {
-                    do {
+                    do throws(BrickError) {
                         _ = try await BenchGet(url: url, session: session).value
                         ok += 1
                     } catch {

@@ -3,7 +3,7 @@ public protocol AutoRetryType: RequestType {}
 
 extension AutoRetryType {
     /// The default configuration (5 retries).
-    public var autoRetryConfiguration: AutoRetryConfiguration { AutoRetryConfiguration() }
+    public var autoRetryConfiguration: AutoRetryConfiguration { .default }
 }
 
 /// Three retries (``AutoRetryConfiguration/soft``).

@@ -27,7 +27,7 @@ extension RequestType {
     /// ``Session/shared``.
     public var session: Session { Session.shared }
     /// The default configuration (5 retries, 5 s apart, idempotent methods only).
-    public var autoRetryConfiguration: AutoRetryConfiguration { AutoRetryConfiguration() }
+    public var autoRetryConfiguration: AutoRetryConfiguration { .default }
     /// No extra headers.
     public var headers: [String: String] { [:] }
     /// The session's timeout.

@@ -68,6 +68,8 @@ public struct AutoRetryConfiguration: Sendable, Hashable {
         self.maxTotalDuration = maxTotalDuration
     }
 
+    /// The defaults: 5 retries, 5 s apart.
+    public static let `default` = AutoRetryConfiguration()
     /// No retries.
     public static let none = AutoRetryConfiguration(maxRetryCount: 0)
     /// Three retries (``SoftAutoRetryType``).

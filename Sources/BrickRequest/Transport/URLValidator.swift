@@ -1,4 +1,4 @@
-/// Parses and checks request URLs before any I/O.
+/// Parses and checks request URLs before any I/O, in one pass over the UTF-8 bytes.
 ///
 /// Only absolute `http`/`https` URLs are accepted. Spaces, control characters, non-ASCII bytes,
 /// user information (`user:password@`) and percent-encoded bytes in the host are refused: each is a
@@ -7,63 +7,116 @@ enum URLValidator {
     struct Parts {
         var scheme: String
         var authority: String
-        var host: Substring
         var pathAndQuery: String
     }
 
     static func parse(_ url: String) throws(TransportError) -> Parts {
-        func invalid(_ reason: String) -> TransportError {
-            TransportError(.invalidRequest, message: "invalid URL: \(reason)")
-        }
-        var utf8 = url.utf8[...]
-        for byte in utf8 {
-            if byte <= 0x20 || byte == 0x7F { throw invalid("contains a space or control character") }
-            if byte >= 0x80 { throw invalid("contains non-ASCII characters; percent-encode them") }
-        }
-        guard let colon = utf8.firstIndex(of: UInt8(ascii: ":")) else { throw invalid("no scheme") }
-        let scheme = String(Substring(utf8[..<colon])).lowercased()
-        guard scheme == "http" || scheme == "https" else {
-            throw invalid("scheme \(scheme.debugDescription) is not http or https")
-        }
-        utf8 = utf8[utf8.index(after: colon)...]
-        guard utf8.starts(with: "//".utf8) else { throw invalid("not an absolute URL") }
-        utf8 = utf8.dropFirst(2)
-        let authorityEnd =
-            utf8.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") })
-            ?? utf8.endIndex
-        let authority = Substring(utf8[..<authorityEnd])
-        if authority.contains("@") { throw invalid("credentials in the URL are refused; send them in a header") }
-        if authority.contains("%") { throw invalid("percent-encoding in the host is refused") }
-        if authority.contains("\\") { throw invalid("backslash in the host") }
-        var host = authority
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { throw invalid("unterminated IPv6 address") }
-            host = authority[...close]
-            let rest = authority[authority.index(after: close)...]
-            if !rest.isEmpty { try checkPort(rest, invalid) }
-        } else if let portColon = authority.lastIndex(of: ":") {
-            host = authority[..<portColon]
-            try checkPort(authority[portColon...], invalid)
-        }
-        if host.isEmpty { throw invalid("no host") }
-        var rest = Substring(utf8[authorityEnd...])
-        if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }  // fragments are never sent
-        var pathAndQuery = String(rest)
-        if pathAndQuery.isEmpty || pathAndQuery.hasPrefix("?") { pathAndQuery = "/" + pathAndQuery }
-        return Parts(scheme: scheme, authority: String(authority), host: host, pathAndQuery: pathAndQuery)
+        var url = url
+        let result = url.withUTF8 { parse(bytes: $0) }
+        return try result.get()
     }
 
-    private static func checkPort(
-        _ text: Substring, _ invalid: (String) -> TransportError
-    ) throws(TransportError) {
-        guard text.first == ":" else { throw invalid("unexpected characters after the host") }
-        let digits = text.dropFirst()
-        guard !digits.isEmpty, digits.allSatisfy(\.isASCIIDigit), let port = Int(digits), port <= 65535 else {
-            throw invalid("port \(String(digits).debugDescription) is not a number from 0 to 65535")
-        }
+    private static func invalid(_ reason: String) -> Result<Parts, TransportError> {
+        .failure(TransportError(.invalidRequest, message: "invalid URL: \(reason)"))
     }
-}
 
-extension Character {
-    fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
+    private static func parse(bytes: UnsafeBufferPointer<UInt8>) -> Result<Parts, TransportError> {
+        let count = bytes.count
+        var colon = -1
+        for index in 0..<count {
+            let byte = bytes[index]
+            if byte <= 0x20 || byte == 0x7F { return invalid("contains a space or control character") }
+            if byte >= 0x80 { return invalid("contains non-ASCII characters; percent-encode them") }
+            if colon < 0 && byte == UInt8(ascii: ":") { colon = index }
+        }
+        guard colon > 0 else { return invalid("no scheme") }
+        let scheme: String
+        if colon == 4 && matches(bytes, at: 0, "http") {
+            scheme = "http"
+        } else if colon == 5 && matches(bytes, at: 0, "https") {
+            scheme = "https"
+        } else {
+            let name = String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<colon]), as: UTF8.self)
+            return invalid("scheme \(name.lowercased().debugDescription) is not http or https")
+        }
+        let authorityStart = colon + 3
+        guard authorityStart <= count, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else {
+            return invalid("not an absolute URL")
+        }
+        var authorityEnd = authorityStart
+        var lastColon = -1
+        var closeBracket = -1
+        while authorityEnd < count {
+            switch bytes[authorityEnd] {
+            case UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"):
+                break
+            case UInt8(ascii: "@"):
+                return invalid("credentials in the URL are refused; send them in a header")
+            case UInt8(ascii: "%"):
+                return invalid("percent-encoding in the host is refused")
+            case UInt8(ascii: "\\"):
+                return invalid("backslash in the host")
+            case UInt8(ascii: ":"):
+                lastColon = authorityEnd
+                authorityEnd += 1
+                continue
+            case UInt8(ascii: "]"):
+                closeBracket = authorityEnd
+                authorityEnd += 1
+                continue
+            default:
+                authorityEnd += 1
+                continue
+            }
+            break
+        }
+        var hostEnd = authorityEnd
+        if authorityStart < authorityEnd && bytes[authorityStart] == UInt8(ascii: "[") {
+            guard closeBracket > authorityStart else { return invalid("unterminated IPv6 address") }
+            hostEnd = closeBracket + 1
+            if hostEnd < authorityEnd {
+                guard bytes[hostEnd] == UInt8(ascii: ":") else { return invalid("unexpected characters after the host") }
+                if let error = checkPort(bytes, from: hostEnd + 1, to: authorityEnd) { return .failure(error) }
+            }
+        } else if lastColon >= 0 {
+            hostEnd = lastColon
+            if let error = checkPort(bytes, from: lastColon + 1, to: authorityEnd) { return .failure(error) }
+        }
+        if hostEnd == authorityStart { return invalid("no host") }
+        var end = authorityEnd
+        while end < count && bytes[end] != UInt8(ascii: "#") { end += 1 }  // fragments are never sent
+        let authority = String(decoding: UnsafeBufferPointer(rebasing: bytes[authorityStart..<authorityEnd]), as: UTF8.self)
+        var pathAndQuery = String(decoding: UnsafeBufferPointer(rebasing: bytes[authorityEnd..<end]), as: UTF8.self)
+        if authorityEnd == end || bytes[authorityEnd] == UInt8(ascii: "?") { pathAndQuery = "/" + pathAndQuery }
+        return .success(Parts(scheme: scheme, authority: authority, pathAndQuery: pathAndQuery))
+    }
+
+    /// Whether `bytes[offset...]` starts with `text`, ignoring ASCII case.
+    private static func matches(_ bytes: UnsafeBufferPointer<UInt8>, at offset: Int, _ text: StaticString) -> Bool {
+        let length = text.utf8CodeUnitCount
+        guard offset + length <= bytes.count else { return false }
+        for index in 0..<length where bytes[offset + index] | 0x20 != text.utf8Start[index] {
+            return false
+        }
+        return true
+    }
+
+    private static func checkPort(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, to end: Int) -> TransportError? {
+        var port = 0
+        var digits = 0
+        for index in start..<end {
+            let byte = bytes[index]
+            guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"), digits < 5 else {
+                digits = 6
+                break
+            }
+            port = port * 10 + Int(byte - UInt8(ascii: "0"))
+            digits += 1
+        }
+        guard digits > 0 && digits <= 5 && port <= 65535 else {
+            let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+            return TransportError(.invalidRequest, message: "invalid URL: port \(text.debugDescription) is not a number from 0 to 65535")
+        }
+        return nil
+    }
 }

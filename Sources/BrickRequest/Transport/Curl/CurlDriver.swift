@@ -33,8 +33,8 @@ final class CurlDriver: @unchecked Sendable {
     private let inbox = Mutex(Inbox())
     private let multi: UnsafeMutableRawPointer
     private let configuration: CurlTransport.Configuration
-    private let proxy: ResolvedProxy
-    private let userAgent: String
+    /// C strings set on every transfer, converted once (libcurl copies them).
+    private let constantStrings: ConstantStrings
     private let statistics = Mutex(Statistics())
     private var thread = pthread_t()
 
@@ -49,8 +49,7 @@ final class CurlDriver: @unchecked Sendable {
     init(configuration: CurlTransport.Configuration, proxy: ResolvedProxy) {
         CurlGlobal.initialize()
         self.configuration = configuration
-        self.proxy = proxy
-        self.userAgent = CurlGlobal.userAgent
+        self.constantStrings = ConstantStrings(proxy: proxy, userAgent: configuration.userAgent)
         self.multi = curl_multi_init()!
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, 2 /* CURLPIPE_MULTIPLEX */)
         if let max = configuration.maxConnections {
@@ -194,7 +193,7 @@ final class CurlDriver: @unchecked Sendable {
             return
         }
         let status = easy.long(CURLINFO_RESPONSE_CODE)
-        if transfer.request.options.followsRedirects, [301, 302, 303, 307, 308].contains(status),
+        if transfer.request.options.followsRedirects, Transfer.isRedirect(status),
             let location = easy.string(CURLINFO_REDIRECT_URL)
         {
             switch redirect(transfer, status: status, to: location) {
@@ -214,10 +213,10 @@ final class CurlDriver: @unchecked Sendable {
         let response = TransportResponse(
             status: HTTPResponse.Status(code: min(max(status, 0), 999)),
             rawHeaders: transfer.headerBytes,
-            body: transfer.fileDescriptor >= 0 ? nil : transfer.body,
+            body: transfer.fileDescriptor >= 0 ? nil : transfer.body.takeData(),
             bodyFile: transfer.fileDescriptor >= 0 ? destinationPath(transfer) : nil,
             metrics: metrics(easy, transfer),
-            url: transfer.request.urlString)
+            url: transfer.url)
         finish(transfer, .success(response))
     }
 
@@ -282,6 +281,7 @@ final class CurlDriver: @unchecked Sendable {
         easyHandleCount = 0
         publishStatistics()
         curl_multi_cleanup(multi)
+        constantStrings.free()
     }
 
     // MARK: - Per-transfer configuration
@@ -290,14 +290,14 @@ final class CurlDriver: @unchecked Sendable {
         transfer.resetForHop()
         let request = transfer.request
         let options = request.options
-        let url = request.urlString
-        easy.set(CURLOPT_URL, url)
+        transfer.url = request.urlString
+        easy.set(CURLOPT_URL, transfer.url)
         easy.set(CURLOPT_PRIVATE, pointer: transfer.unmanagedPointer)
         easy.set(CURLOPT_NOSIGNAL, true)
         easy.set(CURLOPT_ERRORBUFFER, pointer: easy.errorBuffer)
-        easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
+        easy.set(CURLOPT_PROTOCOLS_STR, pointer: constantStrings.protocols)
         easy.set(CURLOPT_FOLLOWLOCATION, false)
-        easy.set(CURLOPT_USERAGENT, userAgent)
+        if let userAgent = constantStrings.userAgent { easy.set(CURLOPT_USERAGENT, pointer: userAgent) }
         easy.set(CURLOPT_HEADERFUNCTION, callback: CurlCallbacks.header)
         easy.set(CURLOPT_HEADERDATA, pointer: transfer.unmanagedPointer)
         easy.set(CURLOPT_WRITEFUNCTION, callback: CurlCallbacks.write)
@@ -317,7 +317,7 @@ final class CurlDriver: @unchecked Sendable {
         transfer.limit = options.maxResponseSize ?? configuration.maxResponseSize
         easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: transfer.limit)
         if configuration.automaticDecompression {
-            easy.set(CURLOPT_ACCEPT_ENCODING, "")
+            easy.set(CURLOPT_ACCEPT_ENCODING, pointer: constantStrings.acceptEncoding)
         }
 
         // HTTP version and TLS. Verification stays at libcurl's default (on); the minimum is TLS 1.2.
@@ -343,8 +343,8 @@ final class CurlDriver: @unchecked Sendable {
         }
 
         // Proxy, set explicitly so libcurl does not read the environment per transfer.
-        easy.set(CURLOPT_PROXY, request.head.scheme == "https" ? proxy.https : proxy.http)
-        easy.set(CURLOPT_NOPROXY, proxy.noProxy)
+        easy.set(CURLOPT_PROXY, pointer: request.head.scheme == "https" ? constantStrings.httpsProxy : constantStrings.httpProxy)
+        easy.set(CURLOPT_NOPROXY, pointer: constantStrings.noProxy)
 
         // A request that is not safe to repeat never rides a reused connection: libcurl would
         // silently re-send it if that connection turned out to be closed.
@@ -506,6 +506,30 @@ final class CurlDriver: @unchecked Sendable {
         metrics.bytesReceived = transfer.received
         metrics.redirectCount = transfer.redirectCount
         return metrics
+    }
+}
+
+/// C copies of the strings every transfer sets; freed when the driver stops.
+struct ConstantStrings {
+    let userAgent: UnsafeMutablePointer<CChar>?
+    let protocols: UnsafeMutablePointer<CChar>
+    let acceptEncoding: UnsafeMutablePointer<CChar>
+    let httpProxy: UnsafeMutablePointer<CChar>
+    let httpsProxy: UnsafeMutablePointer<CChar>
+    let noProxy: UnsafeMutablePointer<CChar>
+
+    init(proxy: ResolvedProxy, userAgent: String?) {
+        self.userAgent = userAgent.map { strdup($0) }
+        protocols = strdup("http,https")
+        // An explicit list: "" would make libcurl rebuild the list of its decoders on every transfer.
+        acceptEncoding = strdup(CurlGlobal.supportedEncodings)
+        httpProxy = strdup(proxy.http)
+        httpsProxy = strdup(proxy.https)
+        noProxy = strdup(proxy.noProxy)
+    }
+
+    func free() {
+        for pointer in [userAgent, protocols, acceptEncoding, httpProxy, httpsProxy, noProxy] { Foundation.free(pointer) }
     }
 }
 

@@ -28,8 +28,13 @@ extension CurlTransport {
         public var redirects: RedirectPolicy = RedirectPolicy()
         /// Largest accepted *decoded* response body in bytes. Default 256 MiB.
         public var maxResponseSize: Int64 = 256 * 1024 * 1024
-        /// Whether to ask for compressed responses (gzip, deflate, br, zstd) and decode them. Default `true`.
+        /// Whether to ask for compressed responses (`Accept-Encoding`: gzip, deflate and, when this
+        /// libcurl has them, br and zstd) and decode them. Default `true`.
         public var automaticDecompression: Bool = true
+        /// The `User-Agent` sent when a request has none, or `nil` to send none.
+        /// Default `BrickRequest/VERSION libcurl/VERSION`. (Each header costs libcurl 7.88 several
+        /// thousand instructions per request to format; see the benchmarks.)
+        public var userAgent: String? = CurlGlobal.userAgent
         /// How many idle easy handles are kept for reuse. Default 64.
         public var maxIdleHandles: Int = 64
 

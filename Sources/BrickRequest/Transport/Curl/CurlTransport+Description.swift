@@ -20,7 +20,9 @@ extension CurlTransport {
         default: arguments += ["-X", request.head.method.rawValue]
         }
         arguments.append(Self.quote(request.urlString))
-        if request.head.headerFields[.userAgent] == nil { arguments += ["-A", Self.quote(CurlGlobal.userAgent)] }
+        if request.head.headerFields[.userAgent] == nil {
+            arguments += ["-A", Self.quote(configuration.userAgent ?? "")]
+        }
         if let lines = try? CurlHeaderLines(request).lines {
             for line in lines { arguments += ["-H", Self.quote(line)] }
         }
@@ -51,7 +53,9 @@ extension CurlTransport {
             arguments += ["--speed-limit", "1", "--speed-time", String(max(1, idle.components.seconds))]
         }
         arguments += ["--max-filesize", String(request.options.maxResponseSize ?? configuration.maxResponseSize)]
-        if configuration.automaticDecompression { arguments.append("--compressed") }
+        if configuration.automaticDecompression {
+            arguments += ["-H", Self.quote("Accept-Encoding: " + CurlGlobal.supportedEncodings), "--compressed"]
+        }
         if request.options.followsRedirects && configuration.redirects.maxRedirects > 0 {
             arguments += [
                 "--location", "--max-redirs", String(configuration.redirects.maxRedirects), "--proto-redir",

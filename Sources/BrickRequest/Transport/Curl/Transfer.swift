@@ -11,34 +11,36 @@ final class Transfer: @unchecked Sendable {
     enum State { case pending, active, done }
 
     let completion: @Sendable (Result<TransportResponse, TransportError>) -> Void
-    var request: TransportRequest
-    var state: State = .pending
-    var easy: EasyHandle?
+    @exclusivity(unchecked) var request: TransportRequest
+    @exclusivity(unchecked) var state: State = .pending
+    @exclusivity(unchecked) var easy: EasyHandle?
     /// Position in the driver's list of active transfers (swap-remove).
-    var activeIndex = -1
+    @exclusivity(unchecked) var activeIndex = -1
 
     // Response of the current hop.
-    var headerBytes: [UInt8] = []
-    var contentLength: Int64 = -1
-    var body = Data()
-    var received: Int64 = 0
-    var limit: Int64 = 0
-    var fileDescriptor: Int32 = -1
-    var sawBody = false
-    var discardingBody = false
+    @exclusivity(unchecked) var headerBytes: [UInt8] = []
+    @exclusivity(unchecked) var contentLength: Int64 = -1
+    @exclusivity(unchecked) var body = BodyAccumulator()
+    /// The URL of the current hop, rendered once.
+    @exclusivity(unchecked) var url = ""
+    @exclusivity(unchecked) var received: Int64 = 0
+    @exclusivity(unchecked) var limit: Int64 = 0
+    @exclusivity(unchecked) var fileDescriptor: Int32 = -1
+    @exclusivity(unchecked) var sawBody = false
+    @exclusivity(unchecked) var discardingBody = false
     /// Set by a callback that aborted the transfer, to explain curl's generic result code.
-    var abortError: TransportError?
+    @exclusivity(unchecked) var abortError: TransportError?
 
     // Request body.
-    var segmentIndex = 0
-    var segmentOffset = 0
-    var segmentFD: Int32 = -1
-    var bodyLength: Int64 = 0
-    var bodyBytesSent: Int64 = 0
+    @exclusivity(unchecked) var segmentIndex = 0
+    @exclusivity(unchecked) var segmentOffset = 0
+    @exclusivity(unchecked) var segmentFD: Int32 = -1
+    @exclusivity(unchecked) var bodyLength: Int64 = 0
+    @exclusivity(unchecked) var bodyBytesSent: Int64 = 0
 
     // Redirects.
-    var redirectCount = 0
-    var strippedCredentials = false
+    @exclusivity(unchecked) var redirectCount = 0
+    @exclusivity(unchecked) var strippedCredentials = false
 
     init(request: TransportRequest, completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void) {
         self.request = request
@@ -47,6 +49,7 @@ final class Transfer: @unchecked Sendable {
 
     deinit {
         closeFiles()
+        body.release()
     }
 
     func closeFiles() {
@@ -64,7 +67,7 @@ final class Transfer: @unchecked Sendable {
     func resetForHop() {
         headerBytes.removeAll(keepingCapacity: true)
         contentLength = -1
-        body = Data()
+        body.release()
         received = 0
         sawBody = false
         discardingBody = false
@@ -89,15 +92,16 @@ final class Transfer: @unchecked Sendable {
     // MARK: - Response headers
 
     func receiveHeader(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
+        let count = bytes.count
         // A status line starts a new header block (1xx interim responses, or the final one).
-        if bytes.starts(with: "HTTP/".utf8) {
+        if count >= 5 && bytes[0] == UInt8(ascii: "H") && bytes[1] == UInt8(ascii: "T") && bytes[2] == UInt8(ascii: "T")
+            && bytes[3] == UInt8(ascii: "P") && bytes[4] == UInt8(ascii: "/")
+        {
             headerBytes.removeAll(keepingCapacity: true)
             contentLength = -1
-            return bytes.count
+            return count
         }
-        if bytes.count > 15, bytes[0] | 0x20 == UInt8(ascii: "c"),
-            let length = Self.contentLengthValue(bytes)
-        {
+        if count > 15 && bytes[0] | 0x20 == UInt8(ascii: "c"), let length = Self.contentLengthValue(bytes) {
             if contentLength >= 0 && contentLength != length {
                 abortError = TransportError(
                     .invalidResponse, message: "response has conflicting Content-Length header fields",
@@ -107,19 +111,23 @@ final class Transfer: @unchecked Sendable {
             contentLength = length
         }
         headerBytes.append(contentsOf: bytes)
-        return bytes.count
+        return count
     }
 
+    private static let contentLengthName: StaticString = "content-length:"
+
     private static func contentLengthValue(_ line: UnsafeBufferPointer<UInt8>) -> Int64? {
-        let name = "content-length:".utf8
-        guard line.count > name.count else { return nil }
+        let name = contentLengthName.utf8Start
+        let nameCount = contentLengthName.utf8CodeUnitCount
+        guard line.count > nameCount else { return nil }
         // `|0x20` lower-cases letters and leaves '-' and ':' unchanged.
-        for (index, expected) in name.enumerated() where line[index] | 0x20 != expected {
+        for index in 0..<nameCount where line[index] | 0x20 != name[index] {
             return nil
         }
         var value: Int64 = 0
         var digits = 0
-        for byte in line[name.count...] {
+        for index in nameCount..<line.count {
+            let byte = line[index]
             switch byte {
             case UInt8(ascii: "0")...UInt8(ascii: "9"):
                 value = value &* 10 &+ Int64(byte - UInt8(ascii: "0"))
@@ -140,7 +148,7 @@ final class Transfer: @unchecked Sendable {
             sawBody = true
             discardingBody = willFollowRedirect()
             if !discardingBody, fileDescriptor < 0, contentLength > 0, contentLength <= limit {
-                body.reserveCapacity(Int(contentLength))
+                body.reserve(Int(contentLength))
             }
         }
         if discardingBody { return count }
@@ -165,16 +173,22 @@ final class Transfer: @unchecked Sendable {
                 offset += written
             }
         } else {
-            pointer.withMemoryRebound(to: UInt8.self, capacity: count) { body.append($0, count: count) }
+            body.append(pointer, count)
         }
         return count
     }
 
     /// Whether the current hop's response is a redirect this transfer will follow (its body is then dropped).
     func willFollowRedirect() -> Bool {
-        guard request.options.followsRedirects, let easy else { return false }
-        switch easy.long(CURLINFO_RESPONSE_CODE) {
-        case 301, 302, 303, 307, 308: return easy.string(CURLINFO_REDIRECT_URL) != nil
+        guard request.options.followsRedirects, let easy, Self.isRedirect(easy.long(CURLINFO_RESPONSE_CODE)) else {
+            return false
+        }
+        return easy.string(CURLINFO_REDIRECT_URL) != nil
+    }
+
+    static func isRedirect(_ status: Int) -> Bool {
+        switch status {
+        case 301, 302, 303, 307, 308: return true
         default: return false
         }
     }
