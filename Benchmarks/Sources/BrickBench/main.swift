@@ -36,7 +36,12 @@ if environment["BRICK_BENCH_DEFAULTS"] == nil {
     configuration.automaticDecompression = false
 }
 let transport = CurlTransport(configuration: configuration)
-let session = Session(configuration: .init(transport: configuration), transport: transport)
+// BRICK_BENCH_CALLBACK_QUEUE=transport runs response(_:) handlers on the transport's thread
+// (CallbackQueue.transportThread, for handlers that never block); the default is the session's own
+// serial queue, drained in batches.
+let callbackQueue: CallbackQueue =
+    environment["BRICK_BENCH_CALLBACK_QUEUE"] == "transport" ? .transportThread : .serial(label: "brick-bench.callbacks")
+let session = Session(configuration: .init(transport: configuration, callbackQueue: callbackQueue), transport: transport)
 
 /// The benchmark's endpoint: a validated GET whose body is read as `Data`.
 final class BenchGet: Component, GETRequestType, ValidatedResponseType, DataResponseType {
@@ -86,8 +91,8 @@ let counters = Counters()
     }
 }
 
-/// Counters for the callback mode, touched only on the session's serial callback queue.
-final class BrickCounters: @unchecked Sendable {  // only the session's serial callback queue mutates it after the first wave
+/// Counters for the callback mode, touched only where handlers run (one serial queue or the driver thread).
+final class BrickCounters: @unchecked Sendable {  // only the session's serial callback queue (or the driver thread) mutates it after the first wave
     var started = 0
     var ok = 0
     var failed = 0
