@@ -8,7 +8,7 @@ import Foundation
 // MARK: - The README example, unchanged
 
 protocol APISessionRequestType: SessionRequestType {}
-extension APISessionRequestType { var session: Session { Session.api } }   // user-defined brick
+extension APISessionRequestType { var session: Session { Session.api } }  // user-defined brick
 
 final class GetUser: Component, GETRequestType, APISessionRequestType, SoftAutoRetryType, JSONResponseType {
     let userID: String
@@ -23,8 +23,12 @@ final class GetUser: Component, GETRequestType, APISessionRequestType, SoftAutoR
 
 extension Session {
     /// The demo's API session: every request goes to the demo server, whatever its URL's host.
-    static let api = Session(configuration: .init(
-        defaultHeaders: ["Accept": "application/json"], originOverride: DemoServer.baseURL))
+    static let api = Session(
+        configuration: .init(
+            defaultHeaders: ["Accept": "application/json"],
+            originOverride: DemoServer.baseURL
+        )
+    )
 }
 
 // MARK: - More endpoints
@@ -99,7 +103,8 @@ struct BrickDemo {
         var ok = true
 
         // 1. The README example with a handler.
-        let first = await withCheckedContinuation { (continuation: CheckedContinuation<Response<JSON, BrickError>, Never>) in
+        let first = await withCheckedContinuation {
+            (continuation: CheckedContinuation<Response<JSON, BrickError>, Never>) in
             GetUser(userID: "100").response { response in continuation.resume(returning: response) }.resume()
         }
         ok = report("GetUser(userID: \"100\") via response(_:)", first.result.map { $0["name"].string ?? "?" }) && ok
@@ -115,17 +120,27 @@ struct BrickDemo {
 
         // 3. A multipart upload of a file streamed from disk.
         let image = URL(fileURLWithPath: NSTemporaryDirectory() + "brick-demo-avatar.png")
-        try? Data(base64Encoded:
-            "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")!
-            .write(to: image)
+        try? Data(
+            base64Encoded:
+                "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+        )!
+        .write(to: image)
         let upload = await UploadAvatar(userID: "100", image: image).response()
-        ok = report("multipart upload", upload.result.map { echo in
-            "server got fields \(echo["form"].object?.keys.sorted() ?? []) and a \(echo["files"]["avatar"]["size"].int ?? 0)-byte \(echo["files"]["avatar"]["content_type"].string ?? "?") file"
-        }) && ok
+        ok =
+            report(
+                "multipart upload",
+                upload.result.map { echo in
+                    "server got fields \(echo["form"].object?.keys.sorted() ?? []) and a \(echo["files"]["avatar"]["size"].int ?? 0)-byte \(echo["files"]["avatar"]["content_type"].string ?? "?") file"
+                }
+            ) && ok
 
         // 4. A Decodable endpoint.
         let order = await GetOrder(id: 7).response()
-        ok = report("GetOrder(id: 7) decoded", order.result.map { "order \($0.id): \($0.items.joined(separator: ", ")), total \($0.total)" }) && ok
+        ok =
+            report(
+                "GetOrder(id: 7) decoded",
+                order.result.map { "order \($0.id): \($0.items.joined(separator: ", ")), total \($0.total)" }
+            ) && ok
 
         // 5. A validation failure.
         let missing = await GetMissing().response()

@@ -68,7 +68,10 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
     ///   - status: The response status, if a response arrived.
     ///   - responseBody: The response body, if relevant.
     public init(
-        _ code: Code, message: String, underlying: (any Error)? = nil, status: HTTPResponse.Status? = nil,
+        _ code: Code,
+        message: String,
+        underlying: (any Error)? = nil,
+        status: HTTPResponse.Status? = nil,
         responseBody: Data? = nil
     ) {
         self.code = code

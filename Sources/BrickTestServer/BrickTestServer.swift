@@ -93,8 +93,11 @@ public final class BrickTestServer: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let connection = state.connectionOpened()
                     try channel.pipeline.syncOperations.addHandler(
-                        ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
-                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(state: state, connection: connection))
+                        ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes))
+                    )
+                    try channel.pipeline.syncOperations.addHandler(
+                        ConnectionHandler(state: state, connection: connection)
+                    )
                 }
             }
         return (group, state, bootstrap)
@@ -200,9 +203,12 @@ final class ServerState: Sendable {
 
     /// Records a request and takes the next scripted step for its path, or its custom route, if any.
     func received(_ request: RecordedRequest) -> ScriptedResponse? {
-        let (step, route) = storage.withLock { state -> (ScriptedResponse?, (@Sendable (RecordedRequest) -> ScriptedResponse)?) in
+        let (step, route) = storage.withLock {
+            state -> (ScriptedResponse?, (@Sendable (RecordedRequest) -> ScriptedResponse)?) in
             state.requests.append(request)
-            guard var steps = state.scripts[request.path], !steps.isEmpty else { return (nil, state.routes[request.path]) }
+            guard var steps = state.scripts[request.path], !steps.isEmpty else {
+                return (nil, state.routes[request.path])
+            }
             let step = steps.removeFirst()
             state.scripts[request.path] = steps.isEmpty ? nil : steps
             return (step, nil)

@@ -54,11 +54,18 @@ final class ConnectionHandler: ChannelInboundHandler {
         let uri = head.uri
         let path = String(uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
         let record = RecordedRequest(
-            method: head.method.rawValue, uri: uri, path: path,
-            headers: head.headers.map { ScriptedResponse.HeaderPair($0.name, $0.value) }, body: body,
-            connection: connection, indexOnConnection: index)
+            method: head.method.rawValue,
+            uri: uri,
+            path: path,
+            headers: head.headers.map { ScriptedResponse.HeaderPair($0.name, $0.value) },
+            body: body,
+            connection: connection,
+            indexOnConnection: index
+        )
         let keepAlive = head.isKeepAlive
-        let step = state.received(record).map(Routes.Step.script) ?? Routes.answer(record, port: context.localAddress?.port ?? 0)
+        let step =
+            state.received(record).map(Routes.Step.script)
+            ?? Routes.answer(record, port: context.localAddress?.port ?? 0)
         perform(step, keepAlive: keepAlive, context: context)
     }
 
@@ -68,7 +75,11 @@ final class ConnectionHandler: ChannelInboundHandler {
         case .script(let scripted):
             perform(scripted, keepAlive: keepAlive, context: context)
         case .delayed(let delay, let then):
-            loop.scheduleTask(in: .nanoseconds(Int64(delay.components.seconds) * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)) {
+            loop.scheduleTask(
+                in: .nanoseconds(
+                    Int64(delay.components.seconds) * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+                )
+            ) {
                 self.perform(then, keepAlive: keepAlive, context: context)
             }
         case .chunked(let status, let headers, let count, let chunk):
@@ -86,7 +97,10 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     /// Writes one chunk, and the next only when it has been flushed: one chunk in memory at a time.
     private func writeChunks(
-        next index: Int, count: Int, chunk: @escaping @Sendable (Int) -> [UInt8], keepAlive: Bool,
+        next index: Int,
+        count: Int,
+        chunk: @escaping @Sendable (Int) -> [UInt8],
+        keepAlive: Bool,
         context: ChannelHandlerContext
     ) {
         guard index < count else {
@@ -116,15 +130,20 @@ final class ConnectionHandler: ChannelInboundHandler {
     private func perform(_ scripted: ScriptedResponse, keepAlive: Bool, context: ChannelHandlerContext) {
         switch scripted {
         case .respond(let status, let headers, let body):
-            finish(Self.response(status, headers, body, keepAlive: keepAlive, allocator: context.channel.allocator),
-                   keepAlive: keepAlive, context: context)
+            finish(
+                Self.response(status, headers, body, keepAlive: keepAlive, allocator: context.channel.allocator),
+                keepAlive: keepAlive,
+                context: context
+            )
         case .resetBeforeResponse:
             reset(context: context)
         case .closeBeforeResponse:
             context.close(promise: nil)
         case .resetMidBody(let total, let sent):
             var buffer = context.channel.allocator.buffer(capacity: sent + 128)
-            buffer.writeString("HTTP/1.1 200 OK\r\nContent-Length: \(total)\r\nContent-Type: application/octet-stream\r\n\r\n")
+            buffer.writeString(
+                "HTTP/1.1 200 OK\r\nContent-Length: \(total)\r\nContent-Type: application/octet-stream\r\n\r\n"
+            )
             buffer.writeBytes([UInt8](repeating: UInt8(ascii: "x"), count: sent))
             context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
                 self.reset(context: context)
@@ -133,7 +152,9 @@ final class ConnectionHandler: ChannelInboundHandler {
             break  // never answer; the client's timeout or cancellation ends it
         case .slowDrip(let total, let interval):
             var head = context.channel.allocator.buffer(capacity: 128)
-            head.writeString("HTTP/1.1 200 OK\r\nContent-Length: \(total)\r\nContent-Type: application/octet-stream\r\n\r\n")
+            head.writeString(
+                "HTTP/1.1 200 OK\r\nContent-Length: \(total)\r\nContent-Type: application/octet-stream\r\n\r\n"
+            )
             context.writeAndFlush(wrapOutboundOut(head), promise: nil)
             drip(remaining: total, interval: interval, keepAlive: keepAlive, context: context)
         case .raw(let bytes):
@@ -186,7 +207,10 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     static func response(
-        _ status: Int, _ headers: [ScriptedResponse.HeaderPair], _ body: [UInt8], keepAlive: Bool,
+        _ status: Int,
+        _ headers: [ScriptedResponse.HeaderPair],
+        _ body: [UInt8],
+        keepAlive: Bool,
         allocator: ByteBufferAllocator
     ) -> ByteBuffer {
         var head = "HTTP/1.1 \(status) \(reason(status))\r\n"

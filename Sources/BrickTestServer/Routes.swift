@@ -65,35 +65,55 @@ enum Routes {
             } else {
                 var echoed = echo(request, port: port)
                 echoed["gzipped"] = true
-                body = Gzip.compress(Array((try? JSONSerialization.data(withJSONObject: echoed, options: [.sortedKeys])) ?? Data()))
+                body = Gzip.compress(
+                    Array((try? JSONSerialization.data(withJSONObject: echoed, options: [.sortedKeys])) ?? Data())
+                )
             }
-            return .script(.respond(status: 200, headers: [
-                .init("Content-Encoding", "gzip"), .init("Content-Type", "application/json"),
-            ], body: body))
+            return .script(
+                .respond(
+                    status: 200,
+                    headers: [
+                        .init("Content-Encoding", "gzip"), .init("Content-Type", "application/json"),
+                    ],
+                    body: body
+                )
+            )
         case "bytes":
             let count = min(number(1) ?? 0, 512 * 1024 * 1024)
-            return .script(.respond(status: 200, headers: [.init("Content-Type", "application/octet-stream")],
-                                    body: pattern(from: 0, count: count)))
+            return .script(
+                .respond(
+                    status: 200,
+                    headers: [.init("Content-Type", "application/octet-stream")],
+                    body: pattern(from: 0, count: count)
+                )
+            )
         case "stream":
             let lineCount = min(number(1) ?? 1, 10_000)
             let echoed = echo(request, port: port)
             let lines = (0..<lineCount).map { index -> [UInt8] in
                 var line = echoed
                 line["id"] = index
-                return Array((try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys])) ?? Data()) + [0x0A]
+                return Array((try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys])) ?? Data()) + [
+                    0x0A
+                ]
             }
-            return .chunked(status: 200, headers: [.init("Content-Type", "application/json")], count: lines.count) { lines[$0] }
+            return .chunked(status: 200, headers: [.init("Content-Type", "application/json")], count: lines.count) {
+                lines[$0]
+            }
         case "stream-bytes":
             let total = min(number(1) ?? 0, 512 * 1024 * 1024)
             let size = max(int("chunk_size") ?? 10 * 1024, 1)
             let count = (total + size - 1) / size
-            return .chunked(status: 200, headers: [.init("Content-Type", "application/octet-stream")], count: count) { index in
+            return .chunked(status: 200, headers: [.init("Content-Type", "application/octet-stream")], count: count) {
+                index in
                 pattern(from: index * size, count: min(size, total - index * size))
             }
         case "response-headers":
             return .script(.respond(status: 200, headers: query.map { .init($0.0, $0.1) }, body: []))
         default:
-            return .script(.respond(status: 404, headers: [.init("Content-Type", "text/plain")], body: Array("not found".utf8)))
+            return .script(
+                .respond(status: 404, headers: [.init("Content-Type", "text/plain")], body: Array("not found".utf8))
+            )
         }
     }
 
@@ -143,9 +163,10 @@ enum Routes {
         let contentType = request.header("Content-Type") ?? ""
         if contentType.lowercased().hasPrefix("application/x-www-form-urlencoded") {
             for (name, value) in parsePairs(String(decoding: request.body, as: UTF8.self)) {
-                form[name] = form[name].map { existing -> Any in
-                    (existing as? [String] ?? [existing as? String ?? ""]) + [value]
-                } ?? value
+                form[name] =
+                    form[name].map { existing -> Any in
+                        (existing as? [String] ?? [existing as? String ?? ""]) + [value]
+                    } ?? value
             }
         } else if contentType.lowercased().hasPrefix("multipart/form-data"), let boundary = boundary(contentType) {
             for part in Multipart.parse(request.body, boundary: boundary) {
@@ -193,7 +214,9 @@ enum Routes {
         for parameter in contentType.split(separator: ";").dropFirst() {
             let trimmed = parameter.trimmingCharacters(in: .whitespaces)
             if trimmed.lowercased().hasPrefix("boundary=") {
-                return String(trimmed.dropFirst("boundary=".count)).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                return String(trimmed.dropFirst("boundary=".count)).trimmingCharacters(
+                    in: CharacterSet(charactersIn: "\"")
+                )
             }
         }
         return nil
@@ -247,7 +270,9 @@ enum Multipart {
             let trimmed = piece.trimmingCharacters(in: .whitespaces)
             guard trimmed.hasPrefix("\(name)=") else { continue }
             var value = String(trimmed.dropFirst(name.count + 1))
-            if value.hasPrefix("\"") && value.hasSuffix("\"") && value.count >= 2 { value = String(value.dropFirst().dropLast()) }
+            if value.hasPrefix("\"") && value.hasSuffix("\"") && value.count >= 2 {
+                value = String(value.dropFirst().dropLast())
+            }
             return value
         }
         return nil

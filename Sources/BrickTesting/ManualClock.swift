@@ -65,7 +65,12 @@ public final class ManualClock: Clock, Sendable {
         await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
                 let resumeOnce: @Sendable () -> Void = {
-                    if resumed.withLock({ flag in defer { flag = true }; return !flag }) { continuation.resume() }
+                    if resumed.withLock({ flag in
+                        defer { flag = true }
+                        return !flag
+                    }) {
+                        continuation.resume()
+                    }
                 }
                 schedule(id: id, at: deadline, resumeOnce)
             }
@@ -109,7 +114,10 @@ public final class ManualClock: Clock, Sendable {
         let target = state.withLock { $0.now.advanced(by: duration) }
         while true {
             let next = state.withLock { state -> Waiter? in
-                guard let index = state.waiters.indices.min(by: { state.waiters[$0].deadline < state.waiters[$1].deadline }),
+                guard
+                    let index = state.waiters.indices.min(by: {
+                        state.waiters[$0].deadline < state.waiters[$1].deadline
+                    }),
                     state.waiters[index].deadline <= target
                 else { return nil }
                 let waiter = state.waiters.remove(at: index)

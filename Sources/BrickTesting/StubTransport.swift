@@ -24,7 +24,12 @@ public struct StubResponse: Sendable {
     ///   - headers: The header fields.
     ///   - body: The body.
     ///   - delay: The time it takes, on the stub's clock.
-    public init(status: HTTPResponse.Status = .ok, headers: HTTPFields = [:], body: Data = Data(), delay: Duration = .zero) {
+    public init(
+        status: HTTPResponse.Status = .ok,
+        headers: HTTPFields = [:],
+        body: Data = Data(),
+        delay: Duration = .zero
+    ) {
         self.status = status
         self.headers = headers
         self.body = body
@@ -152,10 +157,17 @@ public final class StubTransport: Transport {
         }
         guard let scripted else {
             Issue.record(
-                "StubTransport has no script for \(request.head.method) \(request.head.path ?? "/"); add one with stub(_:_:_:)")
+                "StubTransport has no script for \(request.head.method) \(request.head.path ?? "/"); add one with stub(_:_:_:)"
+            )
             queue.async {
-                deliver(.failure(TransportError(
-                    .other, message: "unimplemented: no stub for \(request.head.method) \(request.head.path ?? "/")")))
+                deliver(
+                    .failure(
+                        TransportError(
+                            .other,
+                            message: "unimplemented: no stub for \(request.head.method) \(request.head.path ?? "/")"
+                        )
+                    )
+                )
             }
             return TransportTask { deliver(.failure(TransportError(.cancelled, message: "cancelled"))) }
         }
@@ -163,13 +175,20 @@ public final class StubTransport: Transport {
             scripted.error.map { .failure($0) }
             ?? .success(
                 TransportResponse(
-                    status: scripted.status, headerFields: scripted.headers, body: scripted.body, url: request.urlString))
+                    status: scripted.status,
+                    headerFields: scripted.headers,
+                    body: scripted.body,
+                    url: request.urlString
+                )
+            )
         if let clock, scripted.delay > .zero {
             clock.schedule(at: clock.now.advanced(by: scripted.delay)) { deliver(result) }
         } else {
             queue.async { deliver(result) }
         }
-        return TransportTask { [queue] in queue.async { deliver(.failure(TransportError(.cancelled, message: "cancelled"))) } }
+        return TransportTask { [queue] in
+            queue.async { deliver(.failure(TransportError(.cancelled, message: "cancelled"))) }
+        }
     }
 }
 

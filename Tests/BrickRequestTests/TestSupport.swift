@@ -30,7 +30,11 @@ extension Result {
     }
 }
 
-func get(_ url: String, headers: [(name: String, value: String)] = [], options: TransportRequest.Options = .init()) throws -> TransportRequest {
+func get(
+    _ url: String,
+    headers: [(name: String, value: String)] = [],
+    options: TransportRequest.Options = .init()
+) throws -> TransportRequest {
     try TransportRequest(method: .get, url: url, headers: headers, options: options)
 }
 
@@ -62,7 +66,9 @@ enum ProcessProbe {
                 let columns = line.split(separator: " ")
                 guard columns.count > 9 else { continue }
                 let remote = columns[2].split(separator: ":")
-                guard remote.count == 2, Int(remote[1], radix: 16) == remotePort, let inode = UInt64(columns[9]) else { continue }
+                guard remote.count == 2, Int(remote[1], radix: 16) == remotePort, let inode = UInt64(columns[9]) else {
+                    continue
+                }
                 result.insert(inode)
             }
         }

@@ -31,8 +31,14 @@ final class NginxFixture: Sendable {
     }
 
     private init() throws {
-        guard let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            throw FixtureError(message: "nginx is not installed: run `apt-get install nginx openssl` (see README, Prerequisites)")
+        guard
+            let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"].first(where: {
+                FileManager.default.isExecutableFile(atPath: $0)
+            })
+        else {
+            throw FixtureError(
+                message: "nginx is not installed: run `apt-get install nginx openssl` (see README, Prerequisites)"
+            )
         }
         directory = NSTemporaryDirectory() + "brick-nginx-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory + "/www", withIntermediateDirectories: true)
@@ -43,7 +49,8 @@ final class NginxFixture: Sendable {
         httpPort = try Self.freePort()
         try Data(repeating: UInt8(ascii: "x"), count: 128).write(to: URL(fileURLWithPath: directory + "/www/small"))
         let d = directory
-        try Self.shell("""
+        try Self.shell(
+            """
             set -e
             cd '\(d)'
             openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca-key.pem -out ca.pem \
@@ -57,7 +64,8 @@ final class NginxFixture: Sendable {
             openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -out client.pem -days 2 -extfile client.ext
             cp ca.pem ca-dir/ && openssl rehash ca-dir
             chmod 755 . www && chmod 644 www/small server.pem server-key.pem ca.pem
-            """)
+            """
+        )
         let config = """
             daemon off;
             master_process on;
@@ -106,12 +114,15 @@ final class NginxFixture: Sendable {
         let lifeline = Pipe()
         let watchdog = Process()
         watchdog.executableURL = URL(fileURLWithPath: "/bin/sh")
-        watchdog.arguments = ["-c", """
+        watchdog.arguments = [
+            "-c",
+            """
             '\(nginx)' -p '\(d)' -c '\(d)/nginx.conf' -e '\(d)/error.log' </dev/null >'\(d)/nginx.out' 2>&1 &
             child=$!
             cat >/dev/null
             kill $child 2>/dev/null; sleep 0.2; rm -rf '\(d)'
-            """]
+            """,
+        ]
         watchdog.standardInput = lifeline
         watchdog.standardOutput = FileHandle.nullDevice
         watchdog.standardError = FileHandle.nullDevice
@@ -128,7 +139,8 @@ final class NginxFixture: Sendable {
     /// The SPKI pin (`sha256//…`) of the server certificate.
     func serverPin() throws -> String {
         let output = try Self.shell(
-            "openssl x509 -in '\(serverCertificate)' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64")
+            "openssl x509 -in '\(serverCertificate)' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64"
+        )
         return "sha256//" + output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
@@ -157,9 +169,13 @@ final class NginxFixture: Sendable {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
         guard bound == 0 else { throw FixtureError(message: "cannot bind a free port") }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
@@ -171,6 +187,8 @@ final class NginxFixture: Sendable {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = UInt16(port).bigEndian
         let length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) } } == 0
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) }
+        } == 0
     }
 }

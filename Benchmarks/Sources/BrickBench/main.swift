@@ -40,8 +40,12 @@ let transport = CurlTransport(configuration: configuration)
 // (CallbackQueue.transportThread, for handlers that never block); the default is the session's own
 // serial queue, drained in batches.
 let callbackQueue: CallbackQueue =
-    environment["BRICK_BENCH_CALLBACK_QUEUE"] == "transport" ? .transportThread : .serial(label: "brick-bench.callbacks")
-let session = Session(configuration: .init(transport: configuration, callbackQueue: callbackQueue), transport: transport)
+    environment["BRICK_BENCH_CALLBACK_QUEUE"] == "transport"
+    ? .transportThread : .serial(label: "brick-bench.callbacks")
+let session = Session(
+    configuration: .init(transport: configuration, callbackQueue: callbackQueue),
+    transport: transport
+)
 
 /// The benchmark's endpoint: a validated GET whose body is read as `Data`.
 final class BenchGet: Component, GETRequestType, ValidatedResponseType, DataResponseType {
@@ -168,7 +172,9 @@ case "callback":
     brickCounters.started = wave  // written before any request exists; afterwards only the callback queue touches it
     for _ in 0..<wave { launchBrick() }
     brickCounters.done.wait()
-    (okCount, failedCount, lastError) = (brickCounters.ok, brickCounters.failed, brickCounters.lastError.map { "\($0)" })
+    (okCount, failedCount, lastError) = (
+        brickCounters.ok, brickCounters.failed, brickCounters.lastError.map { "\($0)" }
+    )
 case "async":
     let result = await runAsync()
     (okCount, failedCount, lastError) = (result.ok, result.failed, result.lastError.map { "\($0)" })

@@ -66,7 +66,8 @@ enum MultipartEncoder {
                 pending.append(
                     contentsOf:
                         "Content-Disposition: form-data; name=\"\(quoted(file.name))\"; filename=\"\(quoted(file.fileName))\"\r\n"
-                        .utf8)
+                        .utf8
+                )
                 pending.append(contentsOf: "Content-Type: \(file.mimeType)\r\n\r\n".utf8)
                 switch file.source {
                 case .data(let data):

@@ -65,7 +65,9 @@ public enum JSON: Sendable, Hashable, CustomStringConvertible {
 
     /// The number as an `Int`, if this is a number with an integral value.
     public var int: Int? {
-        if case .number(let value) = self, value.rounded() == value, abs(value) < 9.007_199_254_740_992e15 { return Int(value) }
+        if case .number(let value) = self, value.rounded() == value, abs(value) < 9.007_199_254_740_992e15 {
+            return Int(value)
+        }
         return nil
     }
 
@@ -101,7 +103,10 @@ public enum JSON: Sendable, Hashable, CustomStringConvertible {
         case .bool(let value): return value ? "true" : "false"
         case .array(let values): return "[" + values.map(\.description).joined(separator: ",") + "]"
         case .object(let members):
-            return "{" + members.sorted { $0.key < $1.key }.map { JSON.string($0.key).description + ":" + $0.value.description }
+            return "{"
+                + members.sorted { $0.key < $1.key }.map {
+                    JSON.string($0.key).description + ":" + $0.value.description
+                }
                 .joined(separator: ",") + "}"
         case .null: return "null"
         }

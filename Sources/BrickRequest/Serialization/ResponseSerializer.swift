@@ -47,8 +47,11 @@ public struct StringResponseSerializer: ResponseSerializer {
             contentType.contains("charset=iso-8859-1") || contentType.contains("charset=latin1") ? .isoLatin1 : .utf8
         guard let text = String(data: data, encoding: encoding) else {
             throw BrickError(
-                .serializationFailed, message: "the body is not valid \(encoding == .utf8 ? "UTF-8" : "ISO-8859-1") text",
-                status: response.status, responseBody: data)
+                .serializationFailed,
+                message: "the body is not valid \(encoding == .utf8 ? "UTF-8" : "ISO-8859-1") text",
+                status: response.status,
+                responseBody: data
+            )
         }
         return text
     }
@@ -65,14 +68,22 @@ public struct JSONResponseSerializer: ResponseSerializer {
     /// - Throws: ``BrickError/Code/serializationFailed`` for an empty or malformed body.
     public func serialize(_ response: TransportResponse) throws(BrickError) -> JSON {
         guard let data = response.body, !data.isEmpty else {
-            throw BrickError(.serializationFailed, message: "the response has no body to parse as JSON", status: response.status)
+            throw BrickError(
+                .serializationFailed,
+                message: "the response has no body to parse as JSON",
+                status: response.status
+            )
         }
         do {
             return try JSON(data: data)
         } catch {
             throw BrickError(
-                .serializationFailed, message: "the body is not valid JSON", underlying: error, status: response.status,
-                responseBody: data)
+                .serializationFailed,
+                message: "the body is not valid JSON",
+                underlying: error,
+                status: response.status,
+                responseBody: data
+            )
         }
     }
 }
@@ -99,12 +110,20 @@ public struct DecodableResponseSerializer<Model: Decodable & Sendable>: Response
             return try decoder.decode(Model.self, from: data)
         } catch let error as DecodingError {
             throw BrickError(
-                .serializationFailed, message: "cannot decode \(Model.self): \(Self.describe(error))", underlying: error,
-                status: response.status, responseBody: data)
+                .serializationFailed,
+                message: "cannot decode \(Model.self): \(Self.describe(error))",
+                underlying: error,
+                status: response.status,
+                responseBody: data
+            )
         } catch {
             throw BrickError(
-                .serializationFailed, message: "cannot decode \(Model.self)", underlying: error, status: response.status,
-                responseBody: data)
+                .serializationFailed,
+                message: "cannot decode \(Model.self)",
+                underlying: error,
+                status: response.status,
+                responseBody: data
+            )
         }
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Which responses count as successful before serialization.
 public struct ResponseValidation: Sendable, Hashable {
     /// Accepted status codes.
@@ -24,11 +26,15 @@ public struct ResponseValidation: Sendable, Hashable {
         guard statusCodes.contains(response.status.code) else {
             throw BrickError(
                 .unacceptableStatusCode,
-                message: "status \(response.status.code) is not in \(statusCodes.lowerBound)..<\(statusCodes.upperBound)",
-                status: response.status, responseBody: response.body)
+                message:
+                    "status \(response.status.code) is not in \(statusCodes.lowerBound)..<\(statusCodes.upperBound)",
+                status: response.status,
+                responseBody: response.body
+            )
         }
         guard let contentTypes, !(response.body?.isEmpty ?? true) else { return }
-        let received = (response.headerFields[.contentType] ?? "").split(separator: ";").first
+        let received =
+            (response.headerFields[.contentType] ?? "").split(separator: ";").first
             .map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
         let accepted = contentTypes.contains { pattern in
             let pattern = pattern.lowercased()
@@ -39,10 +45,11 @@ public struct ResponseValidation: Sendable, Hashable {
         guard accepted else {
             throw BrickError(
                 .unacceptableContentType,
-                message: "content type \(received.isEmpty ? "(none)" : received) is not one of \(contentTypes.joined(separator: ", "))",
-                status: response.status, responseBody: response.body)
+                message:
+                    "content type \(received.isEmpty ? "(none)" : received) is not one of \(contentTypes.joined(separator: ", "))",
+                status: response.status,
+                responseBody: response.body
+            )
         }
     }
 }
-
-import Foundation

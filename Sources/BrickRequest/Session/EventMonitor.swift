@@ -23,7 +23,8 @@ extension EventMonitor {
     /// Does nothing.
     public func requestDidStart(_ request: TransportRequest) {}
     /// Does nothing.
-    public func request(_ request: TransportRequest, didCompleteWith result: Result<TransportResponse, TransportError>) {}
+    public func request(_ request: TransportRequest, didCompleteWith result: Result<TransportResponse, TransportError>)
+    {}
     /// Does nothing.
     public func requestDidFailToRender(_ error: BrickError) {}
 }

@@ -32,8 +32,11 @@ public struct Response<Success: Sendable, Failure: Error>: Sendable {
     ///   - retryCount: Retries made.
     ///   - source: Where it came from.
     public init(
-        request: TransportRequest?, result: Result<Success, Failure>, transportResponse: TransportResponse?,
-        retryCount: Int = 0, source: ResponseSource = .network
+        request: TransportRequest?,
+        result: Result<Success, Failure>,
+        transportResponse: TransportResponse?,
+        retryCount: Int = 0,
+        source: ResponseSource = .network
     ) {
         self.request = request
         self.result = result

@@ -25,7 +25,8 @@ struct PreparedRequest<Value: Sendable>: Sendable {
 extension Session {
     /// Runs a prepared request and calls `handler` once, through the callback queue.
     func execute<Value: Sendable>(
-        _ prepared: PreparedRequest<Value>, lifecycle: RequestLifecycle,
+        _ prepared: PreparedRequest<Value>,
+        lifecycle: RequestLifecycle,
         handler: @escaping @Sendable (Response<Value, BrickError>) -> Void
     ) {
         guard lifecycle.begin() else {
@@ -53,7 +54,8 @@ extension Session {
 
     /// Runs a prepared request on the caller's executor; cancelling the task cancels the transfer.
     nonisolated(nonsending) func perform<Value: Sendable>(
-        _ prepared: PreparedRequest<Value>, lifecycle: RequestLifecycle
+        _ prepared: PreparedRequest<Value>,
+        lifecycle: RequestLifecycle
     ) async -> Response<Value, BrickError> {
         guard lifecycle.begin() else {
             let error = BrickError(.cancelled, message: "the request already ran or was cancelled")
@@ -71,7 +73,8 @@ extension Session {
         willStart(request)
         let transport = self.transport
         let result = await withTaskCancellationHandler {
-            await withUnsafeContinuation { (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
+            await withUnsafeContinuation {
+                (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
                 let task = transport.start(request) { continuation.resume(returning: $0) }
                 lifecycle.attach(task)
             }
@@ -99,7 +102,9 @@ extension Session {
     /// Validation and serialization of one outcome; runs off the transport's thread (unless the
     /// callback queue is the transport thread).
     private func finish<Value: Sendable>(
-        _ prepared: PreparedRequest<Value>, request: TransportRequest, result: Result<TransportResponse, TransportError>,
+        _ prepared: PreparedRequest<Value>,
+        request: TransportRequest,
+        result: Result<TransportResponse, TransportError>,
         lifecycle: RequestLifecycle
     ) -> Response<Value, BrickError> {
         let wasCancelled = !lifecycle.complete()
@@ -109,25 +114,39 @@ extension Session {
         case .failure(let error):
             let brickError =
                 wasCancelled || error.kind == .cancelled
-                ? BrickError(.cancelled, message: "the request was cancelled", underlying: error) : BrickError.transport(error)
+                ? BrickError(.cancelled, message: "the request was cancelled", underlying: error)
+                : BrickError.transport(error)
             if brickError.code != .cancelled {
                 logger.warning(
                     "request failed",
-                    metadata: ["method": "\(request.head.method)", "url": "\(request.urlString)", "error": "\(error)"])
+                    metadata: ["method": "\(request.head.method)", "url": "\(request.urlString)", "error": "\(error)"]
+                )
             }
             return Response(request: request, result: .failure(brickError), transportResponse: nil, retryCount: retries)
         case .success(let response):
             logger.debug(
                 "request finished",
                 metadata: [
-                    "method": "\(request.head.method)", "url": "\(request.urlString)", "status": "\(response.status.code)",
-                ])
+                    "method": "\(request.head.method)", "url": "\(request.urlString)",
+                    "status": "\(response.status.code)",
+                ]
+            )
             do throws(BrickError) {
                 if let validation = prepared.validation { try validation.validate(response) }
                 let value = try prepared.serializer.serialize(response)
-                return Response(request: request, result: .success(value), transportResponse: response, retryCount: retries)
+                return Response(
+                    request: request,
+                    result: .success(value),
+                    transportResponse: response,
+                    retryCount: retries
+                )
             } catch {
-                return Response(request: request, result: .failure(error), transportResponse: response, retryCount: retries)
+                return Response(
+                    request: request,
+                    result: .failure(error),
+                    transportResponse: response,
+                    retryCount: retries
+                )
             }
         }
     }

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The one seam between BrickRequest and the network.
 ///
 /// A transport starts a rendered ``TransportRequest`` and delivers its outcome exactly once: a
@@ -50,7 +52,8 @@ extension Transport {
     public func send(_ request: TransportRequest) async throws(TransportError) -> TransportResponse {
         let box = TaskBox()
         let result = await withTaskCancellationHandler {
-            await withUnsafeContinuation { (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
+            await withUnsafeContinuation {
+                (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
                 let task = self.start(request) { continuation.resume(returning: $0) }
                 box.set(task)
             }
@@ -60,8 +63,6 @@ extension Transport {
         return try result.get()
     }
 }
-
-import Synchronization
 
 /// Holds a task handle that may arrive after cancellation was requested.
 private final class TaskBox: Sendable {

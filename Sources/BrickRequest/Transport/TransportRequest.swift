@@ -107,8 +107,12 @@ public struct TransportRequest: Sendable {
     ) throws(TransportError) {
         let parts = try URLValidator.parse(url)
         self.head = HTTPRequest(
-            method: method, scheme: parts.scheme, authority: parts.authority, path: parts.pathAndQuery,
-            headerFields: headerFields)
+            method: method,
+            scheme: parts.scheme,
+            authority: parts.authority,
+            path: parts.pathAndQuery,
+            headerFields: headerFields
+        )
         self.body = body
         self.options = options
         try Self.checkFraming(headerFields)
@@ -133,8 +137,12 @@ public struct TransportRequest: Sendable {
         options: Options = Options()
     ) throws(TransportError) {
         try self.init(
-            method: method, url: url, headerFields: try Self.validatedFields(headers), body: body,
-            options: options)
+            method: method,
+            url: url,
+            headerFields: try Self.validatedFields(headers),
+            body: body,
+            options: options
+        )
     }
 
     /// Validates header strings and builds `HTTPFields` from them.
@@ -143,7 +151,8 @@ public struct TransportRequest: Sendable {
     /// - Returns: The fields.
     /// - Throws: ``TransportError`` of kind ``TransportError/Kind/invalidRequest`` when a name is not
     ///   a token or a value contains CR, LF or NUL.
-    public static func validatedFields(_ headers: [(name: String, value: String)]) throws(TransportError) -> HTTPFields {
+    public static func validatedFields(_ headers: [(name: String, value: String)]) throws(TransportError) -> HTTPFields
+    {
         var fields = HTTPFields()
         fields.reserveCapacity(headers.count)
         for (name, value) in headers {
@@ -152,7 +161,9 @@ public struct TransportRequest: Sendable {
             }
             if value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
                 throw TransportError(
-                    .invalidRequest, message: "header \(name) has a value containing CR, LF or NUL (header injection)")
+                    .invalidRequest,
+                    message: "header \(name) has a value containing CR, LF or NUL (header injection)"
+                )
             }
             fields.append(HTTPField(name: fieldName, value: value))
         }

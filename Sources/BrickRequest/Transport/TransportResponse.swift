@@ -47,8 +47,12 @@ public struct TransportResponse: Sendable {
     }
 
     init(
-        status: HTTPResponse.Status, rawHeaders: [UInt8], body: Data?, bodyFile: String?,
-        metrics: TransportMetrics, url: String
+        status: HTTPResponse.Status,
+        rawHeaders: [UInt8],
+        body: Data?,
+        bodyFile: String?,
+        metrics: TransportMetrics,
+        url: String
     ) {
         self.status = status
         self.rawHeaders = rawHeaders
@@ -139,7 +143,11 @@ enum HeaderParser {
                     }
                     if let name = HTTPField.Name(String(decoding: nameBytes, as: UTF8.self)) {
                         fields.append(
-                            HTTPField(name: name, lenientValue: UnsafeBufferPointer(rebasing: buffer[valueStart..<valueEnd])))
+                            HTTPField(
+                                name: name,
+                                lenientValue: UnsafeBufferPointer(rebasing: buffer[valueStart..<valueEnd])
+                            )
+                        )
                     }
                 }
                 lineStart = lineEnd + 1

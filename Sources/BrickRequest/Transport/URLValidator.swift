@@ -40,7 +40,8 @@ enum URLValidator {
             return invalid("scheme \(name.lowercased().debugDescription) is not http or https")
         }
         let authorityStart = colon + 3
-        guard authorityStart <= count, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else {
+        guard authorityStart <= count, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/")
+        else {
             return invalid("not an absolute URL")
         }
         var authorityEnd = authorityStart
@@ -75,7 +76,9 @@ enum URLValidator {
             guard closeBracket > authorityStart else { return invalid("unterminated IPv6 address") }
             hostEnd = closeBracket + 1
             if hostEnd < authorityEnd {
-                guard bytes[hostEnd] == UInt8(ascii: ":") else { return invalid("unexpected characters after the host") }
+                guard bytes[hostEnd] == UInt8(ascii: ":") else {
+                    return invalid("unexpected characters after the host")
+                }
                 if let error = checkPort(bytes, from: hostEnd + 1, to: authorityEnd) { return .failure(error) }
             }
         } else if lastColon >= 0 {
@@ -85,7 +88,10 @@ enum URLValidator {
         if hostEnd == authorityStart { return invalid("no host") }
         var end = authorityEnd
         while end < count && bytes[end] != UInt8(ascii: "#") { end += 1 }  // fragments are never sent
-        let authority = String(decoding: UnsafeBufferPointer(rebasing: bytes[authorityStart..<authorityEnd]), as: UTF8.self)
+        let authority = String(
+            decoding: UnsafeBufferPointer(rebasing: bytes[authorityStart..<authorityEnd]),
+            as: UTF8.self
+        )
         var pathAndQuery = String(decoding: UnsafeBufferPointer(rebasing: bytes[authorityEnd..<end]), as: UTF8.self)
         if authorityEnd == end || bytes[authorityEnd] == UInt8(ascii: "?") { pathAndQuery = "/" + pathAndQuery }
         return .success(Parts(scheme: scheme, authority: authority, pathAndQuery: pathAndQuery))
@@ -101,7 +107,8 @@ enum URLValidator {
         return true
     }
 
-    private static func checkPort(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, to end: Int) -> TransportError? {
+    private static func checkPort(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, to end: Int) -> TransportError?
+    {
         var port = 0
         var digits = 0
         for index in start..<end {
@@ -115,7 +122,10 @@ enum URLValidator {
         }
         guard digits > 0 && digits <= 5 && port <= 65535 else {
             let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
-            return TransportError(.invalidRequest, message: "invalid URL: port \(text.debugDescription) is not a number from 0 to 65535")
+            return TransportError(
+                .invalidRequest,
+                message: "invalid URL: port \(text.debugDescription) is not a number from 0 to 65535"
+            )
         }
         return nil
     }

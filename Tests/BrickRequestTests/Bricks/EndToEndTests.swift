@@ -59,7 +59,8 @@ struct Echo: Decodable, Sendable {
     var args: [String: String]
 }
 
-final class EchoDecodable: Component, GETRequestType, LoopbackRequestType, ValidatedResponseType, DecodableResponseType {
+final class EchoDecodable: Component, GETRequestType, LoopbackRequestType, ValidatedResponseType, DecodableResponseType
+{
     typealias Model = Echo
     let server: BrickTestServer
     let path: String
@@ -81,8 +82,10 @@ final class Stalling: Component, GETRequestType, LoopbackRequestType, DataRespon
 }
 
 /// A tiny valid PNG (1×1, RGBA), written to disk for the upload tests.
-let tinyPNG = Data(base64Encoded:
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")!
+let tinyPNG = Data(
+    base64Encoded:
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)!
 
 @Suite("Bricks end to end against the loopback server")
 struct EndToEndTests {
@@ -100,7 +103,10 @@ struct EndToEndTests {
         }
     }
 
-    @Test("multipart POST and PUT with text, number and a PNG arrive intact", arguments: [HTTPRequest.Method.post, .put])
+    @Test(
+        "multipart POST and PUT with text, number and a PNG arrive intact",
+        arguments: [HTTPRequest.Method.post, .put]
+    )
     func multipartUpload(method: HTTPRequest.Method) async throws {
         try await withTemporaryDirectory { directory in
             try await withServer { server in
@@ -124,7 +130,16 @@ struct EndToEndTests {
             #expect(echo.method == "GET")
             #expect(echo.args == ["x": "1"])
 
-            server.script("/teapot", [.respond(status: 418, headers: [.init("Content-Type", "application/json")], body: Array(#"{"e":1}"#.utf8))])
+            server.script(
+                "/teapot",
+                [
+                    .respond(
+                        status: 418,
+                        headers: [.init("Content-Type", "application/json")],
+                        body: Array(#"{"e":1}"#.utf8)
+                    )
+                ]
+            )
             let teapot = await EchoDecodable(server: server, path: "/teapot").response()
             #expect(teapot.error?.code == .unacceptableStatusCode)
             #expect(teapot.error?.status == HTTPResponse.Status(code: 418))
@@ -168,7 +183,9 @@ struct EndToEndTests {
             #expect(delivered.count == 1)
             // The transfer really stopped: libcurl closed its connection.
             let deadline = ContinuousClock.now + .seconds(5)
-            while server.openConnectionCount > 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
+            while server.openConnectionCount > 0 && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(2))
+            }
             #expect(server.openConnectionCount == 0)
         }
     }

@@ -1,13 +1,14 @@
 import BrickRequest
 import BrickTestServer
 import Foundation
+import Synchronization
 import Testing
 
 // The README / DESIGN.md example, unchanged. `Session.api` points at a loopback server through
 // `originOverride`, so "https://api.example.com/users" is answered on 127.0.0.1.
 
 protocol APISessionRequestType: SessionRequestType {}
-extension APISessionRequestType { var session: Session { Session.api } }   // user-defined brick
+extension APISessionRequestType { var session: Session { Session.api } }  // user-defined brick
 
 final class GetUser: Component, GETRequestType, APISessionRequestType, SoftAutoRetryType, JSONResponseType {
     let userID: String
@@ -78,8 +79,6 @@ struct GetUserExampleTests {
         #expect(GetUser(userID: "1").autoRetryConfiguration.maxRetryCount == 3)
     }
 }
-
-import Synchronization
 
 /// Collects values delivered to callbacks, and waits for them without fixed sleeps.
 final class Delivered<Value: Sendable>: Sendable {

@@ -80,7 +80,9 @@ final class Ping: Component, HEADRequestType, EmptyResponseType {
 @Suite("Bricks render the exact request")
 struct RenderingTests {
     let stub = StubTransport()
-    var session: Session { Session.testing(stub, configuration: .init(defaultHeaders: ["User-Agent": "Tests/1", "Accept": "*/*"])) }
+    var session: Session {
+        Session.testing(stub, configuration: .init(defaultHeaders: ["User-Agent": "Tests/1", "Accept": "*/*"]))
+    }
 
     func send<R: ResponseType & Component>(_ request: R) async throws -> TransportRequest {
         _ = await request.response()
@@ -99,10 +101,15 @@ struct RenderingTests {
         parameters.add(TextParameter(value: true, name: "flag"))
         let request = try await send(Search(session: session, parameters: parameters))
         #expect(request.head.method == .get)
-        #expect(request.urlString == "https://api.example.com/search?lang=en&q=a%20b%26c%3Dd%2F%C3%A9&n=100&tag=1&tag=2&flag=1")
-        #expect(request.head.headerFields.map { "\($0.name.rawName): \($0.value)" } == [
-            "Accept: application/json", "User-Agent: Tests/1", "X-Trace: t-1",
-        ])
+        #expect(
+            request.urlString
+                == "https://api.example.com/search?lang=en&q=a%20b%26c%3Dd%2F%C3%A9&n=100&tag=1&tag=2&flag=1"
+        )
+        #expect(
+            request.head.headerFields.map { "\($0.name.rawName): \($0.value)" } == [
+                "Accept: application/json", "User-Agent: Tests/1", "X-Trace: t-1",
+            ]
+        )
         #expect(request.body == nil)
     }
 
@@ -166,7 +173,12 @@ struct RenderingTests {
             // The file is a segment of its own: streamed, never loaded into the body.
             #expect(request.body?.segments.contains(.file(path: path)) == true)
             var expected = Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\ncat\r\n".utf8)
-            expected.append(Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"image\"; filename=\"pic.png\"\r\nContent-Type: image/png\r\n\r\n".utf8))
+            expected.append(
+                Data(
+                    "--\(boundary)\r\nContent-Disposition: form-data; name=\"image\"; filename=\"pic.png\"\r\nContent-Type: image/png\r\n\r\n"
+                        .utf8
+                )
+            )
             expected.append(Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 1, 2]))
             expected.append(Data("\r\n--\(boundary)--\r\n".utf8))
             #expect(try request.body?.collectedData() == expected)

@@ -97,7 +97,10 @@ struct SessionTests {
     func redaction() async throws {
         let stub = StubTransport()
         stub.stub(.get, "/users/1", StubResponse(status: .unauthorized, body: Data("secret-body-token".utf8)))
-        let session = Session.testing(stub, configuration: .init(defaultHeaders: ["Authorization": "Bearer secret-header"]))
+        let session = Session.testing(
+            stub,
+            configuration: .init(defaultHeaders: ["Authorization": "Bearer secret-header"])
+        )
         let response = await StubbedUser(session: session).response()
         let error = try #require(response.error)
         #expect(error.code == .unacceptableStatusCode)
@@ -131,7 +134,9 @@ struct SessionTests {
 
     @Test("JSON values subscript safely")
     func json() throws {
-        let json = try JSON(data: Data(#"{"user":{"name":"Ada","age":36,"admin":true,"tags":["a","b"],"none":null}}"#.utf8))
+        let json = try JSON(
+            data: Data(#"{"user":{"name":"Ada","age":36,"admin":true,"tags":["a","b"],"none":null}}"#.utf8)
+        )
         #expect(json["user"]["name"].string == "Ada")
         #expect(json["user"]["age"].int == 36)
         #expect(json["user"]["admin"].bool == true)

@@ -9,16 +9,21 @@ import Testing
 struct CurlTransportBasicsTests {
     let transport = CurlTransport()
 
-    @Test("every method reaches the server with its body", arguments: [
-        HTTPRequest.Method.get, .post, .put, .patch, .delete, .options,
-    ])
+    @Test(
+        "every method reaches the server with its body",
+        arguments: [
+            HTTPRequest.Method.get, .post, .put, .patch, .delete, .options,
+        ]
+    )
     func methods(method: HTTPRequest.Method) async throws {
         try await withServer { server in
             let hasBody = method != .get
             let request = try TransportRequest(
-                method: method, url: server.baseURL + "/anything/x?a=1&a=2",
+                method: method,
+                url: server.baseURL + "/anything/x?a=1&a=2",
                 headers: [("Content-Type", "text/plain"), ("X-Trace", "t1")],
-                body: hasBody ? .data(Data("hello \(method)".utf8)) : nil)
+                body: hasBody ? .data(Data("hello \(method)".utf8)) : nil
+            )
             let response = try await transport.send(request)
             #expect(response.status == .ok)
             let echo = try json(response.body)
@@ -39,7 +44,9 @@ struct CurlTransportBasicsTests {
     @Test("HEAD gets the head and no body")
     func head() async throws {
         try await withServer { server in
-            let response = try await transport.send(try TransportRequest(method: .head, url: server.baseURL + "/bytes/100"))
+            let response = try await transport.send(
+                try TransportRequest(method: .head, url: server.baseURL + "/bytes/100")
+            )
             #expect(response.status == .ok)
             #expect(response.headerFields[.contentLength] == "100")
             #expect(response.body?.isEmpty == true)
@@ -53,9 +60,12 @@ struct CurlTransportBasicsTests {
                 let path = directory + "/upload.bin"
                 let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
                 try Data(bytes).write(to: URL(fileURLWithPath: path))
-                let body = RequestBody(segments: [.data(Data("head-".utf8)), .file(path: path), .data(Data("-tail".utf8))])
+                let body = RequestBody(segments: [
+                    .data(Data("head-".utf8)), .file(path: path), .data(Data("-tail".utf8)),
+                ])
                 let response = try await transport.send(
-                    try TransportRequest(method: .put, url: server.baseURL + "/status/200", body: body))
+                    try TransportRequest(method: .put, url: server.baseURL + "/status/200", body: body)
+                )
                 #expect(response.status == .ok)
                 #expect(response.metrics.bytesSent == Int64(bytes.count + 10))
                 #expect(server.requests.last?.body == Array("head-".utf8) + bytes + Array("-tail".utf8))
@@ -67,7 +77,12 @@ struct CurlTransportBasicsTests {
     func missingBodyFile() async throws {
         try await withServer { server in
             let result = await transport.result(
-                try TransportRequest(method: .post, url: server.baseURL + "/post", body: .file(path: "/nonexistent/file")))
+                try TransportRequest(
+                    method: .post,
+                    url: server.baseURL + "/post",
+                    body: .file(path: "/nonexistent/file")
+                )
+            )
             #expect(result.failure?.kind == .fileIO)
             #expect(result.failure?.requestBytesSent == false)
             #expect(server.requestCount == 0)
@@ -80,7 +95,8 @@ struct CurlTransportBasicsTests {
             try await withServer { server in
                 let path = directory + "/download.bin"
                 let response = try await transport.send(
-                    try get(server.baseURL + "/bytes/200000", options: .init(destination: .file(path: path))))
+                    try get(server.baseURL + "/bytes/200000", options: .init(destination: .file(path: path)))
+                )
                 #expect(response.body == nil)
                 #expect(response.bodyFile == path)
                 let written = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -96,7 +112,13 @@ struct CurlTransportBasicsTests {
             let upload = Data(repeating: 0x41, count: 100_000)
             let options = TransportRequest.Options(progress: { progress in seen.withLock { $0.append(progress) } })
             _ = try await transport.send(
-                try TransportRequest(method: .post, url: server.baseURL + "/bytes/150000", body: .data(upload), options: options))
+                try TransportRequest(
+                    method: .post,
+                    url: server.baseURL + "/bytes/150000",
+                    body: .data(upload),
+                    options: options
+                )
+            )
             let last = try #require(seen.withLock { $0.last })
             #expect(last.bytesSent == 100_000)
             #expect(last.totalBytesExpectedToSend == 100_000)
@@ -109,7 +131,8 @@ struct CurlTransportBasicsTests {
     func headers() async throws {
         try await withServer { server in
             let response = try await transport.send(
-                try get(server.baseURL + "/response-headers?X-One=1&X-Two=two%20words"))
+                try get(server.baseURL + "/response-headers?X-One=1&X-Two=two%20words")
+            )
             #expect(response.headerFields[HTTPField.Name("X-One")!] == "1")
             #expect(response.headerFields[HTTPField.Name("X-Two")!] == "two words")
             #expect(String(decoding: response.rawHeaders, as: UTF8.self).contains("X-One: 1\r\n"))
@@ -143,9 +166,13 @@ struct CurlDescriptionTests {
                 let file = directory + "/part.txt"
                 try Data("file part, it's quoted".utf8).write(to: URL(fileURLWithPath: file))
                 let request = try TransportRequest(
-                    method: .put, url: server.baseURL + "/anything/desc?q=a%20b&x=1",
-                    headers: [("Content-Type", "text/plain"), ("X-Quote", "it's \"here\""), ("Authorization", "Bearer t")],
-                    body: RequestBody(segments: [.data(Data("inline ".utf8)), .file(path: file)]))
+                    method: .put,
+                    url: server.baseURL + "/anything/desc?q=a%20b&x=1",
+                    headers: [
+                        ("Content-Type", "text/plain"), ("X-Quote", "it's \"here\""), ("Authorization", "Bearer t"),
+                    ],
+                    body: RequestBody(segments: [.data(Data("inline ".utf8)), .file(path: file)])
+                )
                 _ = try await transport.send(request)
                 let command = transport.cURLDescription(for: request)
                 #expect(command.contains("'Bearer t'") || command.contains("Authorization: Bearer t"))
@@ -173,7 +200,10 @@ struct CurlDescriptionTests {
         configuration.tls.pinnedPublicKeys = ["sha256//abc="]
         configuration.proxy = .none
         let request = try TransportRequest(
-            method: .delete, url: "https://api.example.com/items/1", options: .init(timeout: .milliseconds(1500)))
+            method: .delete,
+            url: "https://api.example.com/items/1",
+            options: .init(timeout: .milliseconds(1500))
+        )
         let command = CurlTransport(configuration: configuration).cURLDescription(for: request)
         #expect(command.hasPrefix("curl -X DELETE 'https://api.example.com/items/1'"))
         #expect(command.contains("--max-time 1.500"))

@@ -1,6 +1,7 @@
 import BrickRequest
 import BrickTestServer
 import Foundation
+import Synchronization
 import Testing
 
 @Suite("CurlTransport: connections, redirects, scale")
@@ -62,7 +63,8 @@ struct CurlTransportConnectionTests {
             // libcurl 7.88 would silently send it again; on a fresh one it reports the failure.
             server.script("/orders", [.closeBeforeResponse, .ok("second")])
             let result = await transport.result(
-                try TransportRequest(method: .post, url: server.baseURL + "/orders", body: .data(Data("buy".utf8))))
+                try TransportRequest(method: .post, url: server.baseURL + "/orders", body: .data(Data("buy".utf8)))
+            )
             #expect(result.failure?.kind == .connectionReset)
             #expect(result.failure?.requestBytesSent == true)
             let posts = server.requests(path: "/orders")
@@ -79,8 +81,12 @@ struct CurlTransportConnectionTests {
             _ = try await transport.send(try get(server.baseURL + "/get"))
             let response = try await transport.send(
                 try TransportRequest(
-                    method: .post, url: server.baseURL + "/post", headers: [("Idempotency-Key", "k-1")],
-                    body: .data(Data("buy".utf8))))
+                    method: .post,
+                    url: server.baseURL + "/post",
+                    headers: [("Idempotency-Key", "k-1")],
+                    body: .data(Data("buy".utf8))
+                )
+            )
             #expect(response.metrics.connectionReused)
             #expect(server.connectionCount == 1)
         }
@@ -98,7 +104,8 @@ struct CurlTransportConnectionTests {
             #expect(tooMany.failure?.kind == .tooManyRedirects)
             #expect(server.requests(path: "/get").count == 1)  // the 11-hop chain stopped before reaching /get
             let notFollowed = try await transport.send(
-                try get(server.baseURL + "/redirect/1", options: .init(followsRedirects: false)))
+                try get(server.baseURL + "/redirect/1", options: .init(followsRedirects: false))
+            )
             #expect(notFollowed.status == .found)
             #expect(notFollowed.headerFields[.location] == "/get")
         }
@@ -118,14 +125,22 @@ struct CurlTransportConnectionTests {
             let transport = CurlTransport()
             let see = try await transport.send(
                 try TransportRequest(
-                    method: .post, url: server.baseURL + "/redirect-to?url=/anything&status_code=303",
-                    headers: [("Content-Type", "text/plain")], body: .data(Data("payload".utf8))))
+                    method: .post,
+                    url: server.baseURL + "/redirect-to?url=/anything&status_code=303",
+                    headers: [("Content-Type", "text/plain")],
+                    body: .data(Data("payload".utf8))
+                )
+            )
             #expect(try json(see.body)["method"] as? String == "GET")
             #expect(server.requests(path: "/anything").last?.body == [])
             let temporary = try await transport.send(
                 try TransportRequest(
-                    method: .post, url: server.baseURL + "/redirect-to?url=/anything&status_code=307",
-                    headers: [("Content-Type", "text/plain")], body: .data(Data("payload".utf8))))
+                    method: .post,
+                    url: server.baseURL + "/redirect-to?url=/anything&status_code=307",
+                    headers: [("Content-Type", "text/plain")],
+                    body: .data(Data("payload".utf8))
+                )
+            )
             #expect(try json(temporary.body)["method"] as? String == "POST")
             #expect(server.requests(path: "/anything").last?.body == Array("payload".utf8))
         }
@@ -137,18 +152,24 @@ struct CurlTransportConnectionTests {
             try await withServer { other in
                 let transport = CurlTransport()
                 let secrets: [(name: String, value: String)] = [
-                    ("Authorization", "Bearer s3cret"), ("Cookie", "session=abc"), ("Proxy-Authorization", "Basic eA=="),
+                    ("Authorization", "Bearer s3cret"), ("Cookie", "session=abc"),
+                    ("Proxy-Authorization", "Basic eA=="),
                     ("X-Keep", "yes"),
                 ]
                 // Same origin: kept.
                 _ = try await transport.send(
-                    try get(server.baseURL + "/redirect-to?url=/anything/same", headers: secrets))
+                    try get(server.baseURL + "/redirect-to?url=/anything/same", headers: secrets)
+                )
                 let same = try #require(server.requests(path: "/anything/same").last)
                 #expect(same.header("Authorization") == "Bearer s3cret")
                 #expect(same.header("Cookie") == "session=abc")
                 // Another port: dropped, and stays dropped when the chain comes back.
-                let back = (server.baseURL + "/anything/back").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-                let hop = (other.baseURL + "/redirect-to?url=\(back)").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                let back = (server.baseURL + "/anything/back").addingPercentEncoding(
+                    withAllowedCharacters: .alphanumerics
+                )!
+                let hop = (other.baseURL + "/redirect-to?url=\(back)").addingPercentEncoding(
+                    withAllowedCharacters: .alphanumerics
+                )!
                 _ = try await transport.send(try get(server.baseURL + "/redirect-to?url=\(hop)", headers: secrets))
                 let crossed = try #require(other.requests(path: "/redirect-to").last)
                 #expect(crossed.header("Authorization") == nil)
@@ -218,9 +239,12 @@ struct CurlTransportConnectionTests {
                 let before = ProcessProbe.residentBytes()
                 let peak = PeakBox()
                 let options = TransportRequest.Options(
-                    destination: .file(path: path), progress: { _ in peak.sample(ProcessProbe.residentBytes()) })
+                    destination: .file(path: path),
+                    progress: { _ in peak.sample(ProcessProbe.residentBytes()) }
+                )
                 let response = try await CurlTransport().send(
-                    try get(server.baseURL + "/stream-bytes/104857600?chunk_size=1048576", options: options))
+                    try get(server.baseURL + "/stream-bytes/104857600?chunk_size=1048576", options: options)
+                )
                 #expect(response.status == .ok)
                 let attributes = try FileManager.default.attributesOfItem(atPath: path)
                 #expect((attributes[.size] as? Int) == 104_857_600)
@@ -230,8 +254,6 @@ struct CurlTransportConnectionTests {
         }
     }
 }
-
-import Synchronization
 
 final class PeakBox: Sendable {
     private let peak = Mutex(0)

@@ -1,6 +1,7 @@
 import BrickRequest
 import BrickTestServer
 import Foundation
+import Synchronization
 import Testing
 
 @Suite("CurlTransport: errors, timeouts, cancellation")
@@ -81,7 +82,9 @@ struct CurlTransportErrorTests {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) }
+        }
         #expect(listen(listener, 0) == 0)
         _ = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
@@ -91,7 +94,9 @@ struct CurlTransportErrorTests {
         defer { fillers.forEach { close($0) } }
         for _ in 0..<4 {
             let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, length) } }
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, length) }
+            }
             fillers.append(filler)
         }
         var configuration = CurlTransport.Configuration()
@@ -149,8 +154,6 @@ struct CurlTransportErrorTests {
         }
     }
 }
-
-import Synchronization
 
 /// Collects completions from transport callbacks.
 final class ResultsBox: Sendable {

@@ -7,10 +7,13 @@ import Testing
 struct CurlTransportSafetyTests {
     let transport = CurlTransport()
 
-    @Test("header values with CR, LF or NUL and invalid names are refused before any I/O", arguments: [
-        ("X-Note", "a\r\nX-Injected: 1"), ("X-Note", "a\nb"), ("X-Note", "a\u{0}b"), ("X Note", "a"), ("", "a"),
-        ("X-Note:", "a"),
-    ])
+    @Test(
+        "header values with CR, LF or NUL and invalid names are refused before any I/O",
+        arguments: [
+            ("X-Note", "a\r\nX-Injected: 1"), ("X-Note", "a\nb"), ("X-Note", "a\u{0}b"), ("X Note", "a"), ("", "a"),
+            ("X-Note:", "a"),
+        ]
+    )
     func headerInjection(name: String, value: String) async throws {
         #expect {
             _ = try TransportRequest(method: .get, url: "http://127.0.0.1:1/", headers: [(name, value)])
@@ -23,7 +26,10 @@ struct CurlTransportSafetyTests {
     func conflictingContentLength() throws {
         #expect(throws: TransportError.self) {
             try TransportRequest(
-                method: .post, url: "http://127.0.0.1:1/", headers: [("Content-Length", "5"), ("Content-Length", "7")])
+                method: .post,
+                url: "http://127.0.0.1:1/",
+                headers: [("Content-Length", "5"), ("Content-Length", "7")]
+            )
         }
     }
 
@@ -31,19 +37,26 @@ struct CurlTransportSafetyTests {
     func lengthMismatch() async throws {
         try await withServer { server in
             let request = try TransportRequest(
-                method: .post, url: server.baseURL + "/post", headers: [("Content-Length", "3")],
-                body: .data(Data("hello".utf8)))
+                method: .post,
+                url: server.baseURL + "/post",
+                headers: [("Content-Length", "3")],
+                body: .data(Data("hello".utf8))
+            )
             let result = await transport.result(request)
             #expect(result.failure?.kind == .invalidRequest)
             #expect(server.requestCount == 0)
         }
     }
 
-    @Test("invalid URLs are refused before any I/O", arguments: [
-        "http://exa mple.com/", "ftp://127.0.0.1/file", "file:///etc/passwd", "http://user:secret@127.0.0.1/",
-        "http://127.0.0.1/\u{7}", "127.0.0.1/path", "http:///nohost", "http://127.0.0.1:99999/", "http://ex%2Fample.com/",
-        "http://127.0.0.1/caf\u{E9}", "gopher://127.0.0.1/",
-    ])
+    @Test(
+        "invalid URLs are refused before any I/O",
+        arguments: [
+            "http://exa mple.com/", "ftp://127.0.0.1/file", "file:///etc/passwd", "http://user:secret@127.0.0.1/",
+            "http://127.0.0.1/\u{7}", "127.0.0.1/path", "http:///nohost", "http://127.0.0.1:99999/",
+            "http://ex%2Fample.com/",
+            "http://127.0.0.1/caf\u{E9}", "gopher://127.0.0.1/",
+        ]
+    )
     func invalidURL(url: String) throws {
         #expect {
             _ = try TransportRequest(method: .get, url: url)
@@ -106,7 +119,10 @@ struct CurlTransportSafetyTests {
     @Test("a response with conflicting Content-Length headers is rejected")
     func responseFraming() async throws {
         try await withServer { server in
-            server.script("/dup", [.raw(Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\nhello".utf8))])
+            server.script(
+                "/dup",
+                [.raw(Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\nhello".utf8))]
+            )
             let result = await transport.result(try get(server.baseURL + "/dup"))
             #expect(result.failure?.kind == .invalidResponse)
         }

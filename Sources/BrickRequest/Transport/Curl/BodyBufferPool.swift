@@ -18,7 +18,8 @@ final class BodyBufferPool: Sendable {
     static let largestShift = 22
     /// Idle buffers per class, as addresses (raw pointers are not `Sendable`; the pool owns them).
     private let idle = Mutex<[[UInt]]>(
-        Array(repeating: [], count: largestShift - smallestShift + 1))
+        Array(repeating: [], count: largestShift - smallestShift + 1)
+    )
 
     private static func classIndex(forCapacity capacity: Int) -> Int? {
         guard capacity <= 1 << largestShift else { return nil }
@@ -33,7 +34,9 @@ final class BodyBufferPool: Sendable {
             return (UnsafeMutableRawPointer.allocate(byteCount: minimum, alignment: 16), minimum)
         }
         let capacity = 1 << (index + Self.smallestShift)
-        if let address = idle.withLock({ $0[index].popLast() }), let buffer = UnsafeMutableRawPointer(bitPattern: address) {
+        if let address = idle.withLock({ $0[index].popLast() }),
+            let buffer = UnsafeMutableRawPointer(bitPattern: address)
+        {
             return (buffer, capacity)
         }
         return (UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16), capacity)
@@ -94,9 +97,13 @@ struct BodyAccumulator {
         let capacity = self.capacity
         self.buffer = nil
         self.capacity = 0
-        return Data(bytesNoCopy: buffer, count: count, deallocator: .custom { pointer, _ in
-            BodyBufferPool.shared.give(pointer, capacity: capacity)
-        })
+        return Data(
+            bytesNoCopy: buffer,
+            count: count,
+            deallocator: .custom { pointer, _ in
+                BodyBufferPool.shared.give(pointer, capacity: capacity)
+            }
+        )
     }
 
     /// Gives the buffer back to the pool.

@@ -1,6 +1,6 @@
+internal import CCurl
 import Foundation
 import HTTPTypes
-internal import CCurl
 import Synchronization
 
 /// The thread that owns a `curl_multi` handle and every easy handle attached to it.
@@ -59,11 +59,16 @@ final class CurlDriver: @unchecked Sendable {
             _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max)
         }
         let retained = Unmanaged.passRetained(self).toOpaque()
-        let result = pthread_create(&thread, nil, { argument in
-            let driver = Unmanaged<CurlDriver>.fromOpaque(argument!).takeRetainedValue()
-            driver.run()
-            return nil
-        }, retained)
+        let result = pthread_create(
+            &thread,
+            nil,
+            { argument in
+                let driver = Unmanaged<CurlDriver>.fromOpaque(argument!).takeRetainedValue()
+                driver.run()
+                return nil
+            },
+            retained
+        )
         precondition(result == 0, "cannot start the curl driver thread: \(result)")
         pthread_detach(thread)
     }
@@ -205,9 +210,17 @@ final class CurlDriver: @unchecked Sendable {
             }
         }
         if transfer.fileDescriptor >= 0 && fsync(transfer.fileDescriptor) != 0 && errno != EINVAL {
-            finish(transfer, .failure(TransportError(
-                .fileIO, message: "cannot flush the response body file: \(String(cString: strerror(errno)))",
-                osErrno: errno, requestBytesSent: true)))
+            finish(
+                transfer,
+                .failure(
+                    TransportError(
+                        .fileIO,
+                        message: "cannot flush the response body file: \(String(cString: strerror(errno)))",
+                        osErrno: errno,
+                        requestBytesSent: true
+                    )
+                )
+            )
             return
         }
         let response = TransportResponse(
@@ -216,7 +229,8 @@ final class CurlDriver: @unchecked Sendable {
             body: transfer.fileDescriptor >= 0 ? nil : transfer.body.takeData(),
             bodyFile: transfer.fileDescriptor >= 0 ? destinationPath(transfer) : nil,
             metrics: metrics(easy, transfer),
-            url: transfer.url)
+            url: transfer.url
+        )
         finish(transfer, .success(response))
     }
 
@@ -343,7 +357,10 @@ final class CurlDriver: @unchecked Sendable {
         }
 
         // Proxy, set explicitly so libcurl does not read the environment per transfer.
-        easy.set(CURLOPT_PROXY, pointer: request.head.scheme == "https" ? constantStrings.httpsProxy : constantStrings.httpProxy)
+        easy.set(
+            CURLOPT_PROXY,
+            pointer: request.head.scheme == "https" ? constantStrings.httpsProxy : constantStrings.httpProxy
+        )
         easy.set(CURLOPT_NOPROXY, pointer: constantStrings.noProxy)
 
         // A request that is not safe to repeat never rides a reused connection: libcurl would
@@ -376,7 +393,8 @@ final class CurlDriver: @unchecked Sendable {
             if let declared = header.declaredLength, declared != transfer.bodyLength {
                 return TransportError(
                     .invalidRequest,
-                    message: "Content-Length \(declared) does not match the body's \(transfer.bodyLength) bytes")
+                    message: "Content-Length \(declared) does not match the body's \(transfer.bodyLength) bytes"
+                )
             }
             easy.set(CURLOPT_POST, true)
             easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: transfer.bodyLength)
@@ -402,8 +420,10 @@ final class CurlDriver: @unchecked Sendable {
             let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             if descriptor < 0 {
                 return TransportError(
-                    .fileIO, message: "cannot create the response body file \(path): \(String(cString: strerror(errno)))",
-                    osErrno: errno)
+                    .fileIO,
+                    message: "cannot create the response body file \(path): \(String(cString: strerror(errno)))",
+                    osErrno: errno
+                )
             }
             transfer.fileDescriptor = descriptor
         }
@@ -421,20 +441,35 @@ final class CurlDriver: @unchecked Sendable {
     private func redirect(_ transfer: Transfer, status: Int, to location: String) -> RedirectOutcome {
         let policy = configuration.redirects
         if transfer.redirectCount >= policy.maxRedirects {
-            return .failed(TransportError(
-                .tooManyRedirects, message: "more than \(policy.maxRedirects) redirects", requestBytesSent: true))
+            return .failed(
+                TransportError(
+                    .tooManyRedirects,
+                    message: "more than \(policy.maxRedirects) redirects",
+                    requestBytesSent: true
+                )
+            )
         }
         let old = transfer.request
         let parts: URLValidator.Parts
         do {
             parts = try URLValidator.parse(location)
         } catch {
-            return .failed(TransportError(
-                .redirectRefused, message: "redirect to an unusable location: \(error.message)", requestBytesSent: true))
+            return .failed(
+                TransportError(
+                    .redirectRefused,
+                    message: "redirect to an unusable location: \(error.message)",
+                    requestBytesSent: true
+                )
+            )
         }
         if old.head.scheme == "https" && parts.scheme == "http" && !policy.allowsHTTPSToHTTP {
-            return .failed(TransportError(
-                .redirectRefused, message: "redirect from https to http refused", requestBytesSent: true))
+            return .failed(
+                TransportError(
+                    .redirectRefused,
+                    message: "redirect from https to http refused",
+                    requestBytesSent: true
+                )
+            )
         }
         var head = old.head
         let crossesOrigin =
@@ -445,7 +480,8 @@ final class CurlDriver: @unchecked Sendable {
         head.authority = parts.authority
         head.path = parts.pathAndQuery
         var body = old.body
-        let becomesGET = status == 303 ? head.method != .head : ((status == 301 || status == 302) && head.method == .post)
+        let becomesGET =
+            status == 303 ? head.method != .head : ((status == 301 || status == 302) && head.method == .post)
         if becomesGET {
             head.method = .get
             body = nil
@@ -529,7 +565,9 @@ struct ConstantStrings {
     }
 
     func free() {
-        for pointer in [userAgent, protocols, acceptEncoding, httpProxy, httpsProxy, noProxy] { Foundation.free(pointer) }
+        for pointer in [userAgent, protocols, acceptEncoding, httpProxy, httpsProxy, noProxy] {
+            Foundation.free(pointer)
+        }
     }
 }
 

@@ -1,5 +1,5 @@
-import Foundation
 internal import CCurl
+import Foundation
 
 /// Turns a libcurl result into a ``TransportError``, keeping the code, `errno` and whether the
 /// request was (partly) sent.
@@ -26,15 +26,23 @@ enum CurlErrorMapping {
         let sent = easy.long(CURLINFO_REQUEST_SIZE) > 0
         if let abort = transfer.abortError {
             return TransportError(
-                abort.kind, message: abort.message, curlCode: Int(code.rawValue), osErrno: abort.osErrno,
-                requestBytesSent: sent || abort.requestBytesSent)
+                abort.kind,
+                message: abort.message,
+                curlCode: Int(code.rawValue),
+                osErrno: abort.osErrno,
+                requestBytesSent: sent || abort.requestBytesSent
+            )
         }
         let osErrno = Int32(easy.long(CURLINFO_OS_ERRNO))
         var message = easy.errorMessage
         if message.isEmpty { message = String(cString: curl_easy_strerror(code)) }
         return TransportError(
-            kind(code: Int(code.rawValue), osErrno: osErrno), message: message, curlCode: Int(code.rawValue),
-            osErrno: osErrno == 0 ? nil : osErrno, requestBytesSent: sent)
+            kind(code: Int(code.rawValue), osErrno: osErrno),
+            message: message,
+            curlCode: Int(code.rawValue),
+            osErrno: osErrno == 0 ? nil : osErrno,
+            requestBytesSent: sent
+        )
     }
 
     static func kind(code: Int, osErrno: Int32) -> TransportError.Kind {
@@ -69,7 +77,8 @@ enum CurlGlobal {
     }()
 
     /// The default `User-Agent`: `BrickRequest/VERSION libcurl/VERSION`.
-    static let userAgent = "BrickRequest/\(BrickRequestVersion.string) libcurl/\(String(cString: ccurl_version_string()))"
+    static let userAgent =
+        "BrickRequest/\(BrickRequestVersion.string) libcurl/\(String(cString: ccurl_version_string()))"
 
     /// The content codings this libcurl can decode, for `Accept-Encoding`.
     static let supportedEncodings: String = {

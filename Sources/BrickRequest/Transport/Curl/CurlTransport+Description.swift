@@ -45,7 +45,9 @@ extension CurlTransport {
         } else if request.head.method == .post {
             arguments += ["--data-binary", "''"]
         }
-        arguments += ["--proto", "=http,https", "--tlsv1.2", "--connect-timeout", Self.seconds(configuration.connectTimeout)]
+        arguments += [
+            "--proto", "=http,https", "--tlsv1.2", "--connect-timeout", Self.seconds(configuration.connectTimeout),
+        ]
         if let timeout = request.options.timeout ?? configuration.requestTimeout {
             arguments += ["--max-time", Self.seconds(timeout)]
         }

@@ -26,7 +26,8 @@ public final class CurlTransport: Transport {
         self.configuration = configuration
         self.driver = CurlDriver(
             configuration: configuration,
-            proxy: ResolvedProxy(configuration.proxy, environment: ProcessInfo.processInfo.environment))
+            proxy: ResolvedProxy(configuration.proxy, environment: ProcessInfo.processInfo.environment)
+        )
     }
 
     deinit {

@@ -45,18 +45,27 @@ final class EasyHandle {
     }
 
     func set(_ option: CURLoption, offset value: Int64) {
-        precondition(option.rawValue >= 30_000 && option.rawValue < 40_000, "option \(option.rawValue) does not take curl_off_t")
+        precondition(
+            option.rawValue >= 30_000 && option.rawValue < 40_000,
+            "option \(option.rawValue) does not take curl_off_t"
+        )
         _ = ccurl_easy_setopt_off(raw, option, curl_off_t(value))
     }
 
     /// String options are copied by libcurl (since 7.17), so the pointer may die after the call.
     func set(_ option: CURLoption, _ value: String) {
-        precondition(option.rawValue >= 10_000 && option.rawValue < 20_000, "option \(option.rawValue) does not take a pointer")
+        precondition(
+            option.rawValue >= 10_000 && option.rawValue < 20_000,
+            "option \(option.rawValue) does not take a pointer"
+        )
         _ = value.withCString { ccurl_easy_setopt_ptr(raw, option, $0) }
     }
 
     func set(_ option: CURLoption, pointer value: UnsafeRawPointer?) {
-        precondition(option.rawValue >= 10_000 && option.rawValue < 20_000, "option \(option.rawValue) does not take a pointer")
+        precondition(
+            option.rawValue >= 10_000 && option.rawValue < 20_000,
+            "option \(option.rawValue) does not take a pointer"
+        )
         _ = ccurl_easy_setopt_ptr(raw, option, value)
     }
 

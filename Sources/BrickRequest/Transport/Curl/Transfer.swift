@@ -1,6 +1,6 @@
+internal import CCurl
 import Foundation
 import HTTPTypes
-internal import CCurl
 
 /// The state of one request inside ``CurlDriver``: its current hop, the response being received,
 /// the body being sent and the redirect chain.
@@ -42,7 +42,8 @@ final class Transfer: @unchecked Sendable {
     @exclusivity(unchecked) var redirectCount = 0
     @exclusivity(unchecked) var strippedCredentials = false
 
-    init(request: TransportRequest, completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void) {
+    init(request: TransportRequest, completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void)
+    {
         self.request = request
         self.completion = completion
     }
@@ -104,8 +105,10 @@ final class Transfer: @unchecked Sendable {
         if count > 15 && bytes[0] | 0x20 == UInt8(ascii: "c"), let length = Self.contentLengthValue(bytes) {
             if contentLength >= 0 && contentLength != length {
                 abortError = TransportError(
-                    .invalidResponse, message: "response has conflicting Content-Length header fields",
-                    requestBytesSent: true)
+                    .invalidResponse,
+                    message: "response has conflicting Content-Length header fields",
+                    requestBytesSent: true
+                )
                 return 0
             }
             contentLength = length
@@ -155,8 +158,10 @@ final class Transfer: @unchecked Sendable {
         received += Int64(count)
         if received > limit {
             abortError = TransportError(
-                .bodyTooLarge, message: "response body exceeds the limit of \(limit) bytes (decoded)",
-                requestBytesSent: true)
+                .bodyTooLarge,
+                message: "response body exceeds the limit of \(limit) bytes (decoded)",
+                requestBytesSent: true
+            )
             return 0
         }
         if fileDescriptor >= 0 {
@@ -166,8 +171,11 @@ final class Transfer: @unchecked Sendable {
                 if written < 0 {
                     if errno == EINTR { continue }
                     abortError = TransportError(
-                        .fileIO, message: "cannot write the response body file: \(String(cString: strerror(errno)))",
-                        osErrno: errno, requestBytesSent: true)
+                        .fileIO,
+                        message: "cannot write the response body file: \(String(cString: strerror(errno)))",
+                        osErrno: errno,
+                        requestBytesSent: true
+                    )
                     return 0
                 }
                 offset += written
@@ -211,7 +219,8 @@ final class Transfer: @unchecked Sendable {
                 data.withUnsafeBytes { bytes in
                     (buffer + filled).update(
                         from: bytes.baseAddress!.advanced(by: segmentOffset).assumingMemoryBound(to: CChar.self),
-                        count: chunk)
+                        count: chunk
+                    )
                 }
                 segmentOffset += chunk
                 filled += chunk
@@ -220,8 +229,11 @@ final class Transfer: @unchecked Sendable {
                     segmentFD = open(path, O_RDONLY | O_CLOEXEC)
                     if segmentFD < 0 {
                         abortError = TransportError(
-                            .fileIO, message: "cannot open request body file \(path): \(String(cString: strerror(errno)))",
-                            osErrno: errno, requestBytesSent: true)
+                            .fileIO,
+                            message: "cannot open request body file \(path): \(String(cString: strerror(errno)))",
+                            osErrno: errno,
+                            requestBytesSent: true
+                        )
                         return Int(ccurl_readfunc_abort())
                     }
                 }
@@ -229,8 +241,11 @@ final class Transfer: @unchecked Sendable {
                 if count < 0 {
                     if errno == EINTR { continue }
                     abortError = TransportError(
-                        .fileIO, message: "cannot read request body file \(path): \(String(cString: strerror(errno)))",
-                        osErrno: errno, requestBytesSent: true)
+                        .fileIO,
+                        message: "cannot read request body file \(path): \(String(cString: strerror(errno)))",
+                        osErrno: errno,
+                        requestBytesSent: true
+                    )
                     return Int(ccurl_readfunc_abort())
                 }
                 if count == 0 {
@@ -288,8 +303,12 @@ enum CurlCallbacks {
         let transfer = Transfer.from(userData)
         transfer.request.options.progress?(
             TransportRequest.Progress(
-                bytesReceived: Int64(downloadNow), totalBytesExpectedToReceive: Int64(downloadTotal),
-                bytesSent: Int64(uploadNow), totalBytesExpectedToSend: Int64(uploadTotal)))
+                bytesReceived: Int64(downloadNow),
+                totalBytesExpectedToReceive: Int64(downloadTotal),
+                bytesSent: Int64(uploadNow),
+                totalBytesExpectedToSend: Int64(uploadTotal)
+            )
+        )
         return 0
     }
 }
