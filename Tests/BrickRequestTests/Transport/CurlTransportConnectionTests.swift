@@ -260,3 +260,33 @@ final class PeakBox: Sendable {
     func sample(_ value: Int) { peak.withLock { $0 = max($0, value) } }
     var value: Int { peak.withLock { $0 } }
 }
+
+@Suite("CurlTransport: proxy")
+struct CurlTransportProxyTests {
+    @Test("requests go through a configured proxy, in absolute form, without resolving the host")
+    func proxy() async throws {
+        try await withServer { proxy in
+            var configuration = CurlTransport.Configuration()
+            configuration.proxy = .url(proxy.baseURL)
+            let transport = CurlTransport(configuration: configuration)
+            proxy.script("http://brick.invalid/resource", [.ok("via proxy")])
+            let response = try await transport.send(try get("http://brick.invalid/resource?q=1"))
+            #expect(response.status == .ok)
+            #expect(response.body == Data("via proxy".utf8))
+            let recorded = try #require(proxy.requests.last)
+            #expect(recorded.uri == "http://brick.invalid/resource?q=1")
+            #expect(recorded.header("Host") == "brick.invalid")
+        }
+    }
+
+    @Test("noProxy hosts bypass the proxy")
+    func noProxy() async throws {
+        try await withServer { server in
+            var configuration = CurlTransport.Configuration()
+            configuration.proxy = .url("http://127.0.0.1:9", noProxy: "127.0.0.1")
+            let response = try await CurlTransport(configuration: configuration).send(try get(server.baseURL + "/get"))
+            #expect(response.status == .ok)
+            #expect(server.requests.last?.uri == "/get")
+        }
+    }
+}
