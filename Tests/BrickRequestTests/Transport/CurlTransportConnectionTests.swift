@@ -290,3 +290,42 @@ struct CurlTransportProxyTests {
         }
     }
 }
+
+@Suite("CurlTransport: reused easy handles carry nothing over")
+struct HandleReuseTests {
+    @Test("method, body, headers, timeout and progress of one request never leak into the next")
+    func noLeaks() async throws {
+        try await withServer { server in
+            var configuration = CurlTransport.Configuration()
+            configuration.maxIdleHandles = 1
+            let transport = CurlTransport(configuration: configuration)
+            let progressCalls = Delivered<Int64>()
+            let sequence: [TransportRequest] = [
+                try TransportRequest(
+                    method: .put, url: server.baseURL + "/anything/1", headers: [("X-Only-First", "1")],
+                    body: .data(Data("put-body".utf8)),
+                    options: .init(timeout: .seconds(5), progress: { progressCalls.add($0.bytesSent) })),
+                try TransportRequest(method: .get, url: server.baseURL + "/anything/2"),
+                try TransportRequest(method: .head, url: server.baseURL + "/anything/3"),
+                try TransportRequest(method: .post, url: server.baseURL + "/anything/4", body: .data(Data("post".utf8))),
+                try TransportRequest(method: .delete, url: server.baseURL + "/anything/5"),
+                try TransportRequest(method: .get, url: server.baseURL + "/delay/0.3"),
+            ]
+            var callsAfterFirst = 0
+            for (index, request) in sequence.enumerated() {
+                let response = try await transport.send(request)
+                #expect(response.status == .ok)
+                if index == 0 { callsAfterFirst = progressCalls.count }
+            }
+            #expect(transport.easyHandleCount == 1)
+            let recorded = server.requests
+            #expect(recorded.map(\.method) == ["PUT", "GET", "HEAD", "POST", "DELETE", "GET"])
+            #expect(recorded.map { String(decoding: $0.body, as: UTF8.self) } == ["put-body", "", "", "post", "", ""])
+            #expect(recorded.filter { $0.header("X-Only-First") != nil }.count == 1)
+            #expect(recorded[1].header("Content-Length") == nil)
+            #expect(recorded[1].header("Content-Type") == nil)
+            #expect(callsAfterFirst > 0)
+            #expect(progressCalls.count == callsAfterFirst)  // later requests have no progress handler
+        }
+    }
+}

@@ -156,9 +156,9 @@ final class CurlDriver: @unchecked Sendable {
     private func begin(_ transfer: Transfer) {
         let easy: EasyHandle
         if let reused = idleHandles.popLast() {
-            reused.reset()
             easy = reused
         } else if let created = EasyHandle() {
+            configureConstants(created)
             easy = created
             easyHandleCount += 1
         } else {
@@ -300,48 +300,33 @@ final class CurlDriver: @unchecked Sendable {
 
     // MARK: - Per-transfer configuration
 
-    private func configure(_ easy: EasyHandle, for transfer: Transfer) -> TransportError? {
-        transfer.resetForHop()
-        let request = transfer.request
-        let options = request.options
-        transfer.url = request.urlString
-        easy.set(CURLOPT_URL, transfer.url)
-        easy.set(CURLOPT_PRIVATE, pointer: transfer.unmanagedPointer)
+    /// Options that are the same for every transfer of this transport: set once, when a handle is
+    /// created. Handles are not `curl_easy_reset` between transfers; instead ``configure(_:for:)``
+    /// sets *every* per-transfer option on every transfer (to its default when unused), so nothing of
+    /// an earlier request can leak into the next (the CVE-2022-32221 class of bug).
+    private func configureConstants(_ easy: EasyHandle) {
         easy.set(CURLOPT_NOSIGNAL, true)
         easy.set(CURLOPT_ERRORBUFFER, pointer: easy.errorBuffer)
         easy.set(CURLOPT_PROTOCOLS_STR, pointer: constantStrings.protocols)
         easy.set(CURLOPT_FOLLOWLOCATION, false)
         if let userAgent = constantStrings.userAgent { easy.set(CURLOPT_USERAGENT, pointer: userAgent) }
         easy.set(CURLOPT_HEADERFUNCTION, callback: CurlCallbacks.header)
-        easy.set(CURLOPT_HEADERDATA, pointer: transfer.unmanagedPointer)
         easy.set(CURLOPT_WRITEFUNCTION, callback: CurlCallbacks.write)
-        easy.set(CURLOPT_WRITEDATA, pointer: transfer.unmanagedPointer)
-
-        // Timeouts.
+        easy.set(CURLOPT_READFUNCTION, callback: CurlCallbacks.read)
+        _ = ccurl_easy_setopt_seek_callback(easy.raw, CurlCallbacks.seek)
+        _ = ccurl_easy_setopt_xferinfo_callback(easy.raw, CurlCallbacks.progress)
         easy.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds)
-        if let timeout = options.timeout ?? configuration.requestTimeout {
-            easy.set(CURLOPT_TIMEOUT_MS, max(1, timeout.milliseconds))
-        }
         if let idle = configuration.idleTimeout {
             easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
             easy.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(idle.components.seconds)))
         }
-
-        // Limits and decoding.
-        transfer.limit = options.maxResponseSize ?? configuration.maxResponseSize
-        easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: transfer.limit)
         if configuration.automaticDecompression {
             easy.set(CURLOPT_ACCEPT_ENCODING, pointer: constantStrings.acceptEncoding)
         }
-
         // HTTP version and TLS. Verification stays at libcurl's default (on); the minimum is TLS 1.2.
         switch configuration.httpVersion {
         case .http1_1: easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
-        case .http2OverTLS:
-            easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
-            // Over TLS, wait for a connection that may turn out to multiplex rather than open more.
-            // Never for plain http: HTTP/1.1 cannot multiplex, and waiting would serialise requests.
-            if request.head.scheme == "https" { easy.set(CURLOPT_PIPEWAIT, true) }
+        case .http2OverTLS: easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
         }
         easy.set(CURLOPT_SSLVERSION, CURL_SSLVERSION_TLSv1_2)
         let tls = configuration.tls
@@ -355,25 +340,37 @@ final class CurlDriver: @unchecked Sendable {
         if !tls.pinnedPublicKeys.isEmpty {
             easy.set(CURLOPT_PINNEDPUBLICKEY, tls.pinnedPublicKeys.joined(separator: ";"))
         }
-
-        // Proxy, set explicitly so libcurl does not read the environment per transfer.
-        easy.set(
-            CURLOPT_PROXY,
-            pointer: request.head.scheme == "https" ? constantStrings.httpsProxy : constantStrings.httpProxy
-        )
+        // Proxy settings are explicit so libcurl does not read the environment per transfer.
         easy.set(CURLOPT_NOPROXY, pointer: constantStrings.noProxy)
+    }
 
+    /// Sets every per-transfer option, each one on every call (see ``configureConstants(_:)``).
+    private func configure(_ easy: EasyHandle, for transfer: Transfer) -> TransportError? {
+        transfer.resetForHop()
+        easy.errorBuffer[0] = 0
+        let request = transfer.request
+        let options = request.options
+        let pointer = transfer.unmanagedPointer
+        transfer.url = request.urlString
+        easy.set(CURLOPT_URL, transfer.url)
+        easy.set(CURLOPT_PRIVATE, pointer: pointer)
+        easy.set(CURLOPT_HEADERDATA, pointer: pointer)
+        easy.set(CURLOPT_WRITEDATA, pointer: pointer)
+        easy.set(CURLOPT_READDATA, pointer: pointer)
+        easy.set(CURLOPT_SEEKDATA, pointer: pointer)
+        easy.set(CURLOPT_XFERINFODATA, pointer: pointer)
+        easy.set(CURLOPT_TIMEOUT_MS, (options.timeout ?? configuration.requestTimeout).map { max(1, $0.milliseconds) } ?? 0)
+        transfer.limit = options.maxResponseSize ?? configuration.maxResponseSize
+        easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: transfer.limit)
+        let secure = request.head.scheme == "https"
+        // Over TLS, wait for a connection that may turn out to multiplex rather than open more.
+        // Never for plain http: HTTP/1.1 cannot multiplex, and waiting would serialise requests.
+        easy.set(CURLOPT_PIPEWAIT, secure && configuration.httpVersion == .http2OverTLS)
+        easy.set(CURLOPT_PROXY, pointer: secure ? constantStrings.httpsProxy : constantStrings.httpProxy)
         // A request that is not safe to repeat never rides a reused connection: libcurl would
         // silently re-send it if that connection turned out to be closed.
-        if !request.isIdempotent {
-            easy.set(CURLOPT_FRESH_CONNECT, true)
-        }
-
-        if options.progress != nil {
-            easy.set(CURLOPT_NOPROGRESS, false)
-            _ = ccurl_easy_setopt_xferinfo_callback(easy.raw, CurlCallbacks.progress)
-            easy.set(CURLOPT_XFERINFODATA, pointer: transfer.unmanagedPointer)
-        }
+        easy.set(CURLOPT_FRESH_CONNECT, !request.isIdempotent)
+        easy.set(CURLOPT_NOPROGRESS, options.progress == nil)
 
         // Method and body.
         let header: CurlHeaderLines
@@ -382,8 +379,11 @@ final class CurlDriver: @unchecked Sendable {
         } catch {
             return error
         }
-        let lines = header.lines
         let method = request.head.method
+        // Method: NOBODY first (it can turn the method into HEAD), then the method itself, then
+        // CUSTOMREQUEST, which is reset to NULL when the method needs none.
+        easy.set(CURLOPT_NOBODY, false)
+        var customMethod: String? = nil
         if let body = request.body {
             do {
                 transfer.bodyLength = try body.contentLength()
@@ -398,22 +398,32 @@ final class CurlDriver: @unchecked Sendable {
             }
             easy.set(CURLOPT_POST, true)
             easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: transfer.bodyLength)
-            easy.set(CURLOPT_READFUNCTION, callback: CurlCallbacks.read)
-            easy.set(CURLOPT_READDATA, pointer: transfer.unmanagedPointer)
-            _ = ccurl_easy_setopt_seek_callback(easy.raw, CurlCallbacks.seek)
-            easy.set(CURLOPT_SEEKDATA, pointer: transfer.unmanagedPointer)
-            if method != .post { easy.set(CURLOPT_CUSTOMREQUEST, method.rawValue) }
+            if method != .post { customMethod = method.rawValue }
         } else {
+            transfer.bodyLength = 0
             switch method {
-            case .get: easy.set(CURLOPT_HTTPGET, true)
-            case .head: easy.set(CURLOPT_NOBODY, true)
+            case .get:
+                easy.set(CURLOPT_HTTPGET, true)
+                easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: -1)
+            case .head:
+                easy.set(CURLOPT_HTTPGET, true)
+                easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: -1)
+                easy.set(CURLOPT_NOBODY, true)
             case .post:
                 easy.set(CURLOPT_POST, true)
                 easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: 0)
-            default: easy.set(CURLOPT_CUSTOMREQUEST, method.rawValue)
+            default:
+                easy.set(CURLOPT_HTTPGET, true)
+                easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: -1)
+                customMethod = method.rawValue
             }
         }
-        if !lines.isEmpty { easy.setHeaders(lines) }
+        if let customMethod {
+            easy.set(CURLOPT_CUSTOMREQUEST, customMethod)
+        } else {
+            easy.set(CURLOPT_CUSTOMREQUEST, pointer: nil)
+        }
+        easy.setHeaders(header.lines)
 
         // Response destination.
         if case .file(let path) = options.destination {
@@ -500,7 +510,6 @@ final class CurlDriver: @unchecked Sendable {
         transfer.redirectCount += 1
         guard let easy = transfer.easy else { return .deliver }
         curl_multi_remove_handle(multi, easy.raw)
-        easy.reset()
         if transfer.fileDescriptor >= 0 {
             close(transfer.fileDescriptor)
             transfer.fileDescriptor = -1

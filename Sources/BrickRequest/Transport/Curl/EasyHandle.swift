@@ -22,17 +22,6 @@ final class EasyHandle {
         errorBuffer.deallocate()
     }
 
-    /// Returns every option to its default (and drops the previous header list) before reuse,
-    /// so nothing of an earlier request leaks into the next one (CVE-2022-32221).
-    func reset() {
-        curl_easy_reset(raw)
-        if let headerList {
-            curl_slist_free_all(headerList)
-            self.headerList = nil
-        }
-        errorBuffer[0] = 0
-    }
-
     // MARK: - Options (the option's number encodes its argument type; check it)
 
     func set(_ option: CURLoption, _ value: Int) {
@@ -73,15 +62,15 @@ final class EasyHandle {
         _ = ccurl_easy_setopt_data_callback(raw, option, callback)
     }
 
-    /// Sets the request's header lines; the list lives until the next reset or deinit.
+    /// Sets the request's header lines (none: `NULL`); the list lives until the next call or deinit.
     func setHeaders(_ lines: [String]) {
         var list: UnsafeMutablePointer<curl_slist>? = nil
         for line in lines {
             list = curl_slist_append(list, line)
         }
+        set(CURLOPT_HTTPHEADER, pointer: list.map { UnsafeRawPointer($0) })
         if let headerList { curl_slist_free_all(headerList) }
         headerList = list
-        set(CURLOPT_HTTPHEADER, pointer: list.map { UnsafeRawPointer($0) })
     }
 
     // MARK: - Info

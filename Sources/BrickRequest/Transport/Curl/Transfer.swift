@@ -46,6 +46,7 @@ final class Transfer: @unchecked Sendable {
     {
         self.request = request
         self.completion = completion
+        headerBytes.reserveCapacity(512)
     }
 
     deinit {
@@ -88,6 +89,13 @@ final class Transfer: @unchecked Sendable {
 
     static func from(_ pointer: UnsafeMutableRawPointer?) -> Transfer {
         Unmanaged<Transfer>.fromOpaque(pointer!).takeUnretainedValue()
+    }
+
+    /// Runs `body` with the transfer behind a callback's user data, without retain/release: the
+    /// driver's list of active transfers keeps it alive while libcurl can call back.
+    @inline(__always)
+    static func with<R>(_ pointer: UnsafeMutableRawPointer?, _ body: (Transfer) -> R) -> R {
+        Unmanaged<Transfer>.fromOpaque(pointer!)._withUnsafeGuaranteedRef(body)
     }
 
     // MARK: - Response headers
@@ -279,19 +287,18 @@ final class Transfer: @unchecked Sendable {
 /// The C callbacks. Each is a non-capturing closure; the `Transfer` arrives as user data.
 enum CurlCallbacks {
     static let header: ccurl_data_callback = { buffer, size, count, userData in
-        let transfer = Transfer.from(userData)
         let length = size * count
-        return buffer!.withMemoryRebound(to: UInt8.self, capacity: length) {
-            transfer.receiveHeader(UnsafeBufferPointer(start: $0, count: length))
+        return buffer!.withMemoryRebound(to: UInt8.self, capacity: length) { bytes in
+            Transfer.with(userData) { $0.receiveHeader(UnsafeBufferPointer(start: bytes, count: length)) }
         }
     }
 
     static let write: ccurl_data_callback = { buffer, size, count, userData in
-        Transfer.from(userData).receiveBody(buffer!, size * count)
+        Transfer.with(userData) { $0.receiveBody(buffer!, size * count) }
     }
 
     static let read: ccurl_data_callback = { buffer, size, count, userData in
-        Transfer.from(userData).readBody(into: buffer!, capacity: size * count)
+        Transfer.with(userData) { $0.readBody(into: buffer!, capacity: size * count) }
     }
 
     static let seek: ccurl_seek_callback = { userData, offset, origin in
