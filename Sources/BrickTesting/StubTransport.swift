@@ -198,9 +198,14 @@ extension Session {
     /// - Parameters:
     ///   - transport: The stub.
     ///   - configuration: Headers and other settings; the transport part is not used.
+    ///   - clock: The clock retry delays wait on; pass the stub's `ManualClock` to control them.
+    ///   - reachability: The reachability the retry engine reads; default always reachable.
     /// - Returns: The session.
-    public static func testing(_ transport: StubTransport, configuration: Configuration = Configuration()) -> Session {
-        Session(configuration: configuration, transport: transport)
+    public static func testing(
+        _ transport: StubTransport, configuration: Configuration = Configuration(), clock: ManualClock = ManualClock(),
+        reachability: ManualReachability = ManualReachability()
+    ) -> Session {
+        Session(configuration: configuration, transport: transport, reachability: reachability, clock: clock)
     }
 }
 

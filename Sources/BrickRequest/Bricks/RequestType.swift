@@ -21,6 +21,9 @@ public protocol RequestType: AnyObject {
     var jsonBody: (any Encodable & Sendable)? { get }
     /// Response validation, or `nil` for none. Default `nil`; ``ValidatedResponseType`` supplies one.
     var responseValidation: ResponseValidation? { get }
+    /// The `Idempotency-Key` to send, or `nil` for none. Default `nil`; ``IdempotentRequestType``
+    /// supplies one that stays the same across retries.
+    var idempotencyKey: String? { get }
 }
 
 extension RequestType {
@@ -38,4 +41,6 @@ extension RequestType {
     public var jsonBody: (any Encodable & Sendable)? { nil }
     /// No validation.
     public var responseValidation: ResponseValidation? { nil }
+    /// No key.
+    public var idempotencyKey: String? { nil }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The base class of every endpoint: its parameters, its identity and its lifecycle.
 ///
 /// An endpoint subclasses `Component` and adopts bricks that supply the rest:
@@ -35,6 +37,10 @@ open class Component: Hashable {
     public init(parameterBuilder: ParameterBuilder = ParameterBuilder()) {
         self.parameterBuilder = parameterBuilder
     }
+
+    /// A random key made the first time it is read and kept for the object's life: the default
+    /// `Idempotency-Key` of ``IdempotentRequestType``.
+    public private(set) lazy var idempotencyKeyValue: String = UUID().uuidString
 
     /// Retries made so far.
     public var retryCount: Int { lifecycle.retryCount }

@@ -8,6 +8,8 @@ public enum RequestState: Sendable, Hashable {
     case running
     /// Waiting to retry; the associated value is the retry about to be made (1 for the first).
     case retrying(Int)
+    /// Waiting for the network to come back; no attempt is spent while parked.
+    case parked
     /// Finished with a response or an error.
     case completed
     /// Cancelled.
@@ -44,7 +46,8 @@ public final class RequestLifecycle: Sendable {
         }
     }
 
-    /// Records the transfer in flight; cancels it at once if the request was cancelled meanwhile.
+    /// Records what is in flight — a transfer, or a retry wait — so ``cancel()`` can stop it; cancels
+    /// it at once if the request was cancelled meanwhile.
     func attach(_ task: TransportTask) {
         let cancelNow = storage.withLock { storage -> Bool in
             if storage.state == .cancelled { return true }
@@ -53,6 +56,35 @@ public final class RequestLifecycle: Sendable {
         }
         if cancelNow { task.cancel() }
     }
+
+    /// Records that retry `count` is about to be made. Returns `false` if the request was cancelled.
+    func retrying(_ count: Int) -> Bool {
+        storage.withLock {
+            guard $0.state != .cancelled && $0.state != .completed else { return false }
+            $0.state = .retrying(count)
+            $0.retryCount = count
+            return true
+        }
+    }
+
+    /// Records that the request waits for the network. Returns `false` if it was cancelled.
+    func parked() -> Bool {
+        storage.withLock {
+            guard $0.state != .cancelled && $0.state != .completed else { return false }
+            $0.state = .parked
+            return true
+        }
+    }
+
+    /// Records that an attempt is in flight again (after retrying or parking).
+    func running() {
+        storage.withLock {
+            if $0.state != .cancelled && $0.state != .completed { $0.state = .running }
+        }
+    }
+
+    /// Whether the request was cancelled.
+    var isCancelled: Bool { storage.withLock { $0.state == .cancelled } }
 
     /// Cancels the request. Returns the state it was in before (so a waiting request's handler can
     /// be told); does nothing once completed.

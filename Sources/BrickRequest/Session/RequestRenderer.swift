@@ -69,6 +69,9 @@ enum RequestRenderer {
         for (name, value) in session.configuration.defaultHeaders { merged[name.lowercased()] = (name, value) }
         for (name, value) in request.headers { merged[name.lowercased()] = (name, value) }
         if let contentType, merged["content-type"] == nil { merged["content-type"] = ("Content-Type", contentType) }
+        if let key = request.idempotencyKey, merged["idempotency-key"] == nil {
+            merged["idempotency-key"] = ("Idempotency-Key", key)
+        }
         let headers = merged.keys.sorted().map { merged[$0]! }
 
         var options = TransportRequest.Options()

@@ -43,10 +43,25 @@ extension Session {
         case .success(let rendered):
             request = rendered
         }
+        if let refusal = refuseIfUnreachable(request, prepared: prepared) {
+            _ = lifecycle.complete()
+            callbacks.submit { handler(Response(request: request, result: .failure(refusal), transportResponse: nil)) }
+            return
+        }
         willStart(request)
         let task = transport.start(request) { [self] result in
-            callbacks.submit { [self] in
-                handler(finish(prepared, request: request, result: result, lifecycle: lifecycle))
+            // Fast path: a result the retry engine would deliver anyway goes straight to the handler.
+            guard mayRetry(result, prepared: prepared, lifecycle: lifecycle) else {
+                callbacks.submit { [self] in
+                    handler(finish(prepared, request: request, result: result, lifecycle: lifecycle))
+                }
+                return
+            }
+            Task { [self] in
+                let final = await retryLoop(prepared, request: request, first: result, lifecycle: lifecycle)
+                callbacks.submit { [self] in
+                    handler(finish(prepared, request: request, result: final, lifecycle: lifecycle))
+                }
             }
         }
         lifecycle.attach(task)
@@ -70,18 +85,115 @@ extension Session {
         case .success(let rendered):
             request = rendered
         }
+        if let refusal = refuseIfUnreachable(request, prepared: prepared) {
+            _ = lifecycle.complete()
+            return Response(request: request, result: .failure(refusal), transportResponse: nil)
+        }
         willStart(request)
-        let transport = self.transport
         let result = await withTaskCancellationHandler {
-            await withUnsafeContinuation {
-                (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
-                let task = transport.start(request) { continuation.resume(returning: $0) }
-                lifecycle.attach(task)
-            }
+            let first = await send(request, lifecycle: lifecycle)
+            guard mayRetry(first, prepared: prepared, lifecycle: lifecycle) else { return first }
+            return await retryLoop(prepared, request: request, first: first, lifecycle: lifecycle)
         } onCancel: {
             lifecycle.cancel()
         }
         return finish(prepared, request: request, result: result, lifecycle: lifecycle)
+    }
+
+    /// One attempt, registered with the lifecycle so `cancel()` stops it.
+    private func send(_ request: TransportRequest, lifecycle: RequestLifecycle) async -> Result<
+        TransportResponse, TransportError
+    > {
+        let transport = self.transport
+        return await withUnsafeContinuation {
+            (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
+            let task = transport.start(request) { continuation.resume(returning: $0) }
+            lifecycle.attach(task)
+        }
+    }
+
+    /// Whether the retry engine needs to look at this result (cheap: most results skip it).
+    private func mayRetry<Value: Sendable>(
+        _ result: Result<TransportResponse, TransportError>, prepared: PreparedRequest<Value>, lifecycle: RequestLifecycle
+    ) -> Bool {
+        if lifecycle.isCancelled { return false }
+        switch result {
+        case .success(let response): return prepared.retry.retryableStatusCodes.contains(response.status.code)
+        case .failure(let error): return error.kind != .cancelled && error.kind != .shutdown
+        }
+    }
+
+    /// `failWhenNotReachable`: fail at once, without sending, when the destination has no route.
+    private func refuseIfUnreachable<Value: Sendable>(_ request: TransportRequest, prepared: PreparedRequest<Value>)
+        -> BrickError?
+    {
+        guard prepared.retry.failWhenNotReachable, reachability.status(for: request.host) == .unreachable else {
+            return nil
+        }
+        return BrickError(.notConnected, message: "\(request.host) is not reachable; the request was not sent")
+    }
+
+    /// Runs the retry engine from the outcome of the first attempt until it says deliver.
+    ///
+    /// Waits (backoff delays, parking) run in child tasks registered with the lifecycle, so
+    /// `cancel()` ends them at once.
+    func retryLoop<Value: Sendable>(
+        _ prepared: PreparedRequest<Value>, request: TransportRequest, first: Result<TransportResponse, TransportError>,
+        lifecycle: RequestLifecycle
+    ) async -> Result<TransportResponse, TransportError> {
+        var engine = RetryEngine(configuration: prepared.retry, isIdempotent: request.isIdempotent)
+        var result = first
+        let host = request.host
+        while true {
+            if lifecycle.isCancelled { return .failure(TransportError(.cancelled, message: "cancelled")) }
+            let outcome: RetryEngine.Outcome
+            switch result {
+            case .success(let response):
+                let retryAfter = response.headerFields[.retryAfter].flatMap { RetryAfterParsing.delay($0, now: Date()) }
+                outcome = .response(status: response.status.code, retryAfter: retryAfter)
+            case .failure(let error):
+                outcome = .failure(error)
+            }
+            let status = reachability.status(for: host)
+            let action = engine.attemptFinished(
+                outcome, elapsed: clock.elapsed(), isReachable: status == .unknown ? nil : status == .reachable)
+            switch action {
+            case .deliver:
+                if engine.retryCount > 0 || !engine.lastReason.isEmpty {
+                    logger.debug("retry engine delivers", metadata: ["url": "\(request.urlString)", "reason": "\(engine.lastReason)"])
+                }
+                return result
+            case .retry:
+                guard lifecycle.retrying(engine.retryCount) else { continue }
+            case .retryAfter(let delay):
+                guard lifecycle.retrying(engine.retryCount) else { continue }
+                logger.debug(
+                    "retrying after a delay",
+                    metadata: ["url": "\(request.urlString)", "delay": "\(delay)", "reason": "\(engine.lastReason)"])
+                let clock = self.clock
+                let sleeper = Task { try await clock.sleep(delay) }
+                lifecycle.attach(TransportTask { sleeper.cancel() })
+                _ = await sleeper.result
+            case .park:
+                guard lifecycle.parked() else { continue }
+                logger.debug("parked until the network returns", metadata: ["url": "\(request.urlString)"])
+                let reachability = self.reachability
+                let parker = Task { await Self.waitUntilReachable(host, reachability) }
+                lifecycle.attach(TransportTask { parker.cancel() })
+                await parker.value
+            }
+            if lifecycle.isCancelled { return .failure(TransportError(.cancelled, message: "cancelled")) }
+            lifecycle.running()
+            result = await send(request, lifecycle: lifecycle)
+        }
+    }
+
+    private static func waitUntilReachable(_ host: String, _ reachability: any ReachabilityMonitor) async {
+        let changes = reachability.changes()
+        if reachability.status(for: host) != .unreachable { return }
+        for await _ in changes where reachability.status(for: host) != .unreachable {
+            return
+        }
     }
 
     /// Delivers a cancellation to a handler whose request was cancelled before it started.

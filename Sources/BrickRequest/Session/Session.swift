@@ -21,7 +21,10 @@ public final class Session: Sendable {
     public let logger: Logger
     /// Observers of every request.
     public let eventMonitors: [any EventMonitor]
+    /// Tells the retry engine when destinations become reachable again.
+    public let reachability: any ReachabilityMonitor
     let callbacks: CallbackDispatcher
+    let clock: SessionClock
 
     /// Creates a session.
     ///
@@ -29,16 +32,23 @@ public final class Session: Sendable {
     ///   - configuration: Headers, timeouts, limits, TLS, proxy, redirects, callback queue.
     ///   - transport: The transport; by default a ``CurlTransport`` built from
     ///     ``Configuration/transport``.
+    ///   - reachability: When destinations are reachable; parked requests wait for it. Default
+    ///     ``AlwaysReachable``.
+    ///   - clock: The clock retry delays run on (a `ManualClock` in tests). Default `ContinuousClock`.
     ///   - logger: Where events are logged.
     ///   - eventMonitors: Observers of every request.
     public init(
         configuration: Configuration = Configuration(),
         transport: (any Transport)? = nil,
+        reachability: (any ReachabilityMonitor)? = nil,
+        clock: some Clock<Duration> = ContinuousClock(),
         logger: Logger = Logger(label: "BrickRequest.Session"),
         eventMonitors: [any EventMonitor] = []
     ) {
         self.configuration = configuration
         self.transport = transport ?? CurlTransport(configuration: configuration.transport)
+        self.reachability = reachability ?? AlwaysReachable()
+        self.clock = SessionClock(clock)
         self.logger = logger
         self.eventMonitors = eventMonitors
         self.callbacks = CallbackDispatcher(configuration.callbackQueue)

@@ -76,6 +76,18 @@ public struct TransportRequest: Sendable {
         "\(head.scheme ?? "http")://\(head.authority ?? "")\(head.path ?? "/")"
     }
 
+    /// The host the request goes to (without port or IPv6 brackets), for reachability.
+    public var host: String {
+        var authority = Substring(head.authority ?? "")
+        if authority.hasPrefix("[") {
+            authority = authority.dropFirst()
+            if let close = authority.firstIndex(of: "]") { authority = authority[..<close] }
+            return String(authority)
+        }
+        if let colon = authority.lastIndex(of: ":") { authority = authority[..<colon] }
+        return String(authority)
+    }
+
     /// Whether the request may be sent more than once without changing its effect: `GET`, `HEAD`,
     /// `OPTIONS`, `TRACE`, `PUT`, `DELETE`, or any method carrying an `Idempotency-Key` header.
     ///

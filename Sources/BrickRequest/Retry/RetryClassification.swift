@@ -1,0 +1,79 @@
+/// What to do after an attempt fails: the verdict of ``RetryClassification``.
+public enum RetryVerdict: Sendable, Hashable {
+    /// The network is down: wait until the destination is reachable, spending no attempt
+    /// (with ``AutoRetryConfiguration/enableBackgroundRetry``; otherwise treated as ``backOffAndRetry``).
+    case parkUntilOnline
+    /// A transient failure: wait the backoff delay and try again, spending one attempt.
+    case backOffAndRetry
+    /// Retrying cannot help, or would not be safe: deliver the failure.
+    case fatal
+}
+
+/// The retry verdict for every transport failure and status code, with the reason for each: the
+/// table the retry engine reads (Alamofire's `RetryPolicy` style: decisions as data).
+///
+/// | failure | verdict | reason |
+/// |---|---|---|
+/// | `notConnected` | park until online | no route to the host: nothing was sent, the network must come back first |
+/// | `cannotResolveHost` | park until online | DNS failures mostly mean no network; retried once it returns |
+/// | `cannotConnect` | back off and retry | refused or unreachable listener; nothing was sent, safe for any method |
+/// | `cannotResolveProxy` | back off and retry | the proxy name may resolve later |
+/// | `timedOut` | back off and retry | transient congestion or a slow server (idempotent methods only if bytes were sent) |
+/// | `connectionReset` | back off and retry | the connection broke (idempotent methods only if bytes were sent) |
+/// | `tls` | fatal | certificate, pin or handshake failures do not heal by retrying |
+/// | `tooManyRedirects`, `redirectRefused` | fatal | the server's redirect policy will not change |
+/// | `bodyTooLarge`, `invalidResponse` | fatal | the same request gets the same answer |
+/// | `invalidRequest`, `fileIO` | fatal | the request itself is wrong |
+/// | `cancelled`, `shutdown` | fatal | the caller stopped it |
+/// | status 408, 429, 500, 502, 503, 504 (``AutoRetryConfiguration/retryableStatusCodes``) | back off and retry | the server says "later" |
+/// | any other status | fatal (deliver) | a definite answer |
+///
+/// A failure after request bytes were sent has an unknown outcome: for a request that is not
+/// idempotent (no `Idempotency-Key`), every verdict becomes fatal ("outcome unknown").
+public enum RetryClassification {
+    /// The verdict for a transport failure.
+    ///
+    /// - Parameters:
+    ///   - error: The failure.
+    ///   - isIdempotent: Whether the request may be repeated safely.
+    /// - Returns: The verdict and a one-line reason.
+    public static func verdict(for error: TransportError, isIdempotent: Bool) -> (verdict: RetryVerdict, reason: String) {
+        let (verdict, reason) = base(error.kind)
+        if verdict != .fatal && error.requestBytesSent && !isIdempotent {
+            return (.fatal, "outcome unknown: request bytes were sent and the request is not idempotent")
+        }
+        return (verdict, reason)
+    }
+
+    /// The verdict for a response status.
+    ///
+    /// - Parameters:
+    ///   - status: The status code.
+    ///   - configuration: The retry configuration (its retryable statuses).
+    ///   - isIdempotent: Whether the request may be repeated safely.
+    /// - Returns: The verdict and a one-line reason.
+    public static func verdict(
+        forStatus status: Int, configuration: AutoRetryConfiguration, isIdempotent: Bool
+    ) -> (verdict: RetryVerdict, reason: String) {
+        guard configuration.retryableStatusCodes.contains(status) else { return (.fatal, "status \(status) is a definite answer") }
+        guard isIdempotent else { return (.fatal, "status \(status) on a request that is not idempotent") }
+        return (.backOffAndRetry, "status \(status): the server asks to try later")
+    }
+
+    private static func base(_ kind: TransportError.Kind) -> (RetryVerdict, String) {
+        switch kind {
+        case .notConnected: return (.parkUntilOnline, "no route to the host: wait for the network")
+        case .cannotResolveHost: return (.parkUntilOnline, "the name did not resolve: usually no network")
+        case .cannotConnect: return (.backOffAndRetry, "the connection was refused; nothing was sent")
+        case .cannotResolveProxy: return (.backOffAndRetry, "the proxy name may resolve later")
+        case .timedOut: return (.backOffAndRetry, "a timeout: congestion or a slow server")
+        case .connectionReset: return (.backOffAndRetry, "the connection broke")
+        case .tls: return (.fatal, "TLS failures do not heal by retrying")
+        case .tooManyRedirects, .redirectRefused: return (.fatal, "the redirect policy will not change")
+        case .bodyTooLarge, .invalidResponse: return (.fatal, "the same request gets the same answer")
+        case .invalidRequest, .fileIO: return (.fatal, "the request itself is wrong")
+        case .cancelled, .shutdown: return (.fatal, "stopped by the caller")
+        default: return (.fatal, "unclassified failure")
+        }
+    }
+}

@@ -1,0 +1,136 @@
+/// The retry engine: a pure state machine with no I/O. The ``Session`` feeds it the outcome of each
+/// attempt and performs the action it returns (start an attempt, wait, park, deliver).
+///
+/// Delays (``AutoRetryConfiguration/Backoff``):
+/// - constant: `breakTime` after every failure;
+/// - exponential: `min(max, breakTime × multiplier^(n−1))` after the n-th failure, then *full
+///   jitter*: a uniformly random delay in `0…that`. With `breakTime` 1 s, multiplier 2, max 60 s:
+///
+/// | failure n | cap of the delay | delay range |
+/// |---|---|---|
+/// | 1 | 1 s | 0–1 s |
+/// | 2 | 2 s | 0–2 s |
+/// | 5 | 16 s | 0–16 s |
+/// | 10 | 60 s (512 s capped) | 0–60 s |
+///
+/// A `Retry-After` header (when ``AutoRetryConfiguration/honorsRetryAfter``) is never undercut: the
+/// delay is at least what the server asked, capped at ``RetryEngine/maximumRetryAfter``.
+public struct RetryEngine: Sendable {
+    /// What the session does next.
+    public enum Action: Sendable, Hashable {
+        /// Send the request again now.
+        case retry
+        /// Wait this long (on the session's clock), then send again.
+        case retryAfter(Duration)
+        /// Wait until the destination is reachable, then send again; no attempt is spent.
+        case park
+        /// Deliver the outcome of the last attempt.
+        case deliver
+    }
+
+    /// The outcome of one attempt, as the engine sees it.
+    public enum Outcome: Sendable, Hashable {
+        /// A response arrived; `retryAfter` is its `Retry-After` delay, if any.
+        case response(status: Int, retryAfter: Duration?)
+        /// The transport failed.
+        case failure(TransportError)
+    }
+
+    /// The longest `Retry-After` obeyed: 10 minutes. Longer requests are capped.
+    public static let maximumRetryAfter: Duration = .seconds(600)
+
+    /// The configuration in force.
+    public let configuration: AutoRetryConfiguration
+    /// Whether the request may be repeated (idempotent method or `Idempotency-Key`).
+    public let isIdempotent: Bool
+    /// Retries made so far (attempts spent, parking excluded).
+    public private(set) var retryCount = 0
+    /// The reason for the last decision, for logs.
+    public private(set) var lastReason = ""
+    private let random: @Sendable (Double) -> Double
+
+    /// Creates an engine for one logical request.
+    ///
+    /// - Parameters:
+    ///   - configuration: The retry configuration.
+    ///   - isIdempotent: Whether the request may be repeated.
+    ///   - random: Returns a uniform value in `0…upperBound` (injected for tests).
+    public init(
+        configuration: AutoRetryConfiguration, isIdempotent: Bool,
+        random: @escaping @Sendable (Double) -> Double = { Double.random(in: 0...$0) }
+    ) {
+        self.configuration = configuration
+        self.isIdempotent = isIdempotent
+        self.random = random
+    }
+
+    /// Decides what follows an attempt.
+    ///
+    /// - Parameters:
+    ///   - outcome: What the attempt produced.
+    ///   - elapsed: Time since the first attempt started.
+    ///   - isReachable: Whether the destination is reachable now (`nil`: unknown).
+    /// - Returns: The action to perform.
+    public mutating func attemptFinished(_ outcome: Outcome, elapsed: Duration, isReachable: Bool?) -> Action {
+        let verdict: RetryVerdict
+        var retryAfter: Duration? = nil
+        switch outcome {
+        case .response(let status, let after):
+            (verdict, lastReason) = RetryClassification.verdict(
+                forStatus: status, configuration: configuration, isIdempotent: isIdempotent)
+            retryAfter = configuration.honorsRetryAfter ? after.map { min($0, Self.maximumRetryAfter) } : nil
+        case .failure(let error):
+            (verdict, lastReason) = RetryClassification.verdict(for: error, isIdempotent: isIdempotent)
+        }
+        switch verdict {
+        case .fatal:
+            return .deliver
+        case .parkUntilOnline where configuration.enableBackgroundRetry:
+            if configuration.failWhenNotReachable { return .deliver }
+            if let limit = configuration.maxTotalDuration, elapsed >= limit {
+                lastReason = "the total time limit was reached"
+                return .deliver
+            }
+            // Parking spends no attempt; if the network is (already) back, try again at once.
+            return isReachable == true ? .retry : .park
+        case .parkUntilOnline, .backOffAndRetry:
+            guard retryCount < configuration.maxRetryCount else {
+                lastReason = "no retries left (\(configuration.maxRetryCount) allowed): " + lastReason
+                return .deliver
+            }
+            let delay = max(backoffDelay(afterFailure: retryCount + 1), retryAfter ?? .zero)
+            if let limit = configuration.maxTotalDuration, elapsed + delay > limit {
+                lastReason = "the next attempt would pass the total time limit"
+                return .deliver
+            }
+            retryCount += 1
+            return delay == .zero ? .retry : .retryAfter(delay)
+        }
+    }
+
+    /// The backoff delay after the n-th failure (1-based), jitter included.
+    ///
+    /// - Parameter failure: Which failure this is (1 for the first).
+    /// - Returns: The delay.
+    public func backoffDelay(afterFailure failure: Int) -> Duration {
+        switch configuration.backoff {
+        case .constant:
+            return configuration.breakTime
+        case .exponential(let multiplier, let maximum):
+            let base = configuration.breakTime.seconds
+            // Cap before converting, so large exponents never overflow.
+            let exponent = min(Double(max(0, failure - 1)), 1000)
+            let capped = min(maximum.seconds, base * pow(multiplier, exponent))
+            return .nanoseconds(Int64((random(max(0, capped)) * 1e9).rounded()))
+        }
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `Double`.
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}
+
+import Foundation

@@ -1,0 +1,58 @@
+import BrickRequest
+import Foundation
+import Synchronization
+
+/// A ``ReachabilityMonitor`` a test drives by hand: `set(.unreachable)`, then `set(.reachable)`.
+///
+/// Every destination shares one status unless a host is given its own with `set(_:for:)`.
+public final class ManualReachability: ReachabilityMonitor {
+    private struct State {
+        var status: ReachabilityStatus
+        var hosts: [String: ReachabilityStatus] = [:]
+        var subscribers: [UUID: AsyncStream<Void>.Continuation] = [:]
+    }
+
+    private let state: Mutex<State>
+
+    /// Creates a monitor.
+    ///
+    /// - Parameter status: The initial status of every destination.
+    public init(_ status: ReachabilityStatus = .reachable) {
+        state = Mutex(State(status: status))
+    }
+
+    /// Changes the status of every destination (or of one host) and notifies subscribers.
+    ///
+    /// - Parameters:
+    ///   - status: The new status.
+    ///   - host: One host, or `nil` for all.
+    public func set(_ status: ReachabilityStatus, for host: String? = nil) {
+        let subscribers = state.withLock { state -> [AsyncStream<Void>.Continuation] in
+            if let host { state.hosts[host] = status } else {
+                state.status = status
+                state.hosts = [:]
+            }
+            return Array(state.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.yield() }
+    }
+
+    /// How many subscriptions are active: parked requests (and other observers) waiting for a change.
+    public var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+
+    /// The status of `host`.
+    public func status(for host: String) -> ReachabilityStatus {
+        state.withLock { $0.hosts[host] ?? $0.status }
+    }
+
+    /// A new subscription to changes.
+    public func changes() -> AsyncStream<Void> {
+        let id = UUID()
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        state.withLock { $0.subscribers[id] = continuation }
+        return stream
+    }
+}

@@ -1,0 +1,140 @@
+import BrickRequest
+import Foundation
+import Testing
+
+@Suite("Retry classification, backoff and the engine (no I/O)")
+struct RetryEngineTests {
+    static let kinds: [TransportError.Kind] = [
+        .notConnected, .cannotResolveHost, .cannotResolveProxy, .cannotConnect, .connectionReset, .timedOut, .tls,
+        .tooManyRedirects, .redirectRefused, .bodyTooLarge, .invalidRequest, .invalidResponse, .fileIO, .cancelled,
+        .shutdown, .other,
+    ]
+
+    static let expected: [TransportError.Kind: RetryVerdict] = [
+        .notConnected: .parkUntilOnline, .cannotResolveHost: .parkUntilOnline, .cannotResolveProxy: .backOffAndRetry,
+        .cannotConnect: .backOffAndRetry, .connectionReset: .backOffAndRetry, .timedOut: .backOffAndRetry, .tls: .fatal,
+        .tooManyRedirects: .fatal, .redirectRefused: .fatal, .bodyTooLarge: .fatal, .invalidRequest: .fatal,
+        .invalidResponse: .fatal, .fileIO: .fatal, .cancelled: .fatal, .shutdown: .fatal, .other: .fatal,
+    ]
+
+    @Test("every error kind × idempotency × bytes sent has the documented verdict", arguments: kinds)
+    func classification(kind: TransportError.Kind) throws {
+        let base = try #require(Self.expected[kind])
+        for idempotent in [true, false] {
+            for sent in [true, false] {
+                let error = TransportError(kind, message: "x", requestBytesSent: sent)
+                let (verdict, reason) = RetryClassification.verdict(for: error, isIdempotent: idempotent)
+                let wanted: RetryVerdict = (sent && !idempotent && base != .fatal) ? .fatal : base
+                #expect(verdict == wanted, "\(kind) idempotent=\(idempotent) sent=\(sent): \(reason)")
+                #expect(!reason.isEmpty)
+            }
+        }
+    }
+
+    @Test("status codes: the retryable set retries idempotent requests only")
+    func statuses() {
+        let configuration = AutoRetryConfiguration()
+        for status in [200, 201, 204, 301, 400, 401, 403, 404, 408, 409, 422, 429, 500, 501, 502, 503, 504, 505] {
+            let retryable = [408, 429, 500, 502, 503, 504].contains(status)
+            #expect(
+                RetryClassification.verdict(forStatus: status, configuration: configuration, isIdempotent: true).verdict
+                    == (retryable ? .backOffAndRetry : .fatal))
+            #expect(
+                RetryClassification.verdict(forStatus: status, configuration: configuration, isIdempotent: false).verdict
+                    == .fatal)
+        }
+    }
+
+    @Test("exponential backoff: the documented caps, full jitter within them")
+    func exponential() {
+        let configuration = AutoRetryConfiguration(
+            breakTime: .seconds(1), backoff: .exponential(multiplier: 2, max: .seconds(60)))
+        let top = RetryEngine(configuration: configuration, isIdempotent: true, random: { $0 })
+        #expect(top.backoffDelay(afterFailure: 1) == .seconds(1))
+        #expect(top.backoffDelay(afterFailure: 2) == .seconds(2))
+        #expect(top.backoffDelay(afterFailure: 5) == .seconds(16))
+        #expect(top.backoffDelay(afterFailure: 10) == .seconds(60))
+        #expect(top.backoffDelay(afterFailure: 10_000) == .seconds(60))
+        let bottom = RetryEngine(configuration: configuration, isIdempotent: true, random: { _ in 0 })
+        #expect(bottom.backoffDelay(afterFailure: 7) == .zero)
+        let real = RetryEngine(configuration: configuration, isIdempotent: true)
+        for failure in 1...12 {
+            let cap = min(60.0, pow(2, Double(failure - 1)))
+            let delay = real.backoffDelay(afterFailure: failure)
+            #expect(delay >= .zero && delay <= .milliseconds(Int64(cap * 1000)))
+        }
+        let constant = RetryEngine(configuration: AutoRetryConfiguration(breakTime: .seconds(5)), isIdempotent: true)
+        #expect(constant.backoffDelay(afterFailure: 4) == .seconds(5))
+    }
+
+    @Test("attempts = maxRetryCount + 1 exactly; 0 means no retry", arguments: [0, 1, 3, 5, 10])
+    func attempts(maxRetryCount: Int) {
+        var engine = RetryEngine(configuration: AutoRetryConfiguration(maxRetryCount: maxRetryCount), isIdempotent: true)
+        var attempts = 1
+        while case .retryAfter = engine.attemptFinished(.response(status: 503, retryAfter: nil), elapsed: .zero, isReachable: true) {
+            attempts += 1
+        }
+        #expect(attempts == maxRetryCount + 1)
+        #expect(engine.retryCount == maxRetryCount)
+    }
+
+    @Test("Retry-After is never undercut, and capped")
+    func retryAfter() {
+        var engine = RetryEngine(configuration: AutoRetryConfiguration(breakTime: .seconds(5)), isIdempotent: true)
+        #expect(engine.attemptFinished(.response(status: 429, retryAfter: .seconds(30)), elapsed: .zero, isReachable: true) == .retryAfter(.seconds(30)))
+        #expect(engine.attemptFinished(.response(status: 503, retryAfter: .seconds(1)), elapsed: .zero, isReachable: true) == .retryAfter(.seconds(5)))
+        #expect(engine.attemptFinished(.response(status: 503, retryAfter: .seconds(86_400)), elapsed: .zero, isReachable: true) == .retryAfter(RetryEngine.maximumRetryAfter))
+        var ignoring = RetryEngine(configuration: AutoRetryConfiguration(breakTime: .seconds(5), honorsRetryAfter: false), isIdempotent: true)
+        #expect(ignoring.attemptFinished(.response(status: 429, retryAfter: .seconds(30)), elapsed: .zero, isReachable: true) == .retryAfter(.seconds(5)))
+    }
+
+    @Test("Retry-After values: seconds, HTTP dates, garbage")
+    func retryAfterParsing() {
+        let now = Date(timeIntervalSince1970: 1_000_000_000)
+        #expect(RetryAfterParsing.delay("120", now: now) == .seconds(120))
+        #expect(RetryAfterParsing.delay("Sun, 09 Sep 2001 01:47:00 GMT", now: now) == .seconds(20))
+        #expect(RetryAfterParsing.delay("Sunday, 09-Sep-01 01:47:00 GMT", now: now) == .seconds(20))
+        #expect(RetryAfterParsing.delay("Sun Sep  9 01:47:00 2001", now: now) == .seconds(20))
+        #expect(RetryAfterParsing.delay("Sat, 01 Jan 2000 00:00:00 GMT", now: now) == .zero)
+        #expect(RetryAfterParsing.delay("soon", now: now) == nil)
+        #expect(RetryAfterParsing.delay("-5", now: now) == nil)
+    }
+
+    @Test("offline failures park without spending attempts; failWhenNotReachable delivers")
+    func parking() {
+        let offline = TransportError(.notConnected, message: "down")
+        var engine = RetryEngine(configuration: AutoRetryConfiguration(maxRetryCount: 1), isIdempotent: true)
+        for _ in 0..<20 {
+            #expect(engine.attemptFinished(.failure(offline), elapsed: .zero, isReachable: false) == .park)
+        }
+        #expect(engine.retryCount == 0)
+        #expect(engine.attemptFinished(.failure(offline), elapsed: .zero, isReachable: true) == .retry)
+        var foreground = RetryEngine(
+            configuration: AutoRetryConfiguration(maxRetryCount: 1, enableBackgroundRetry: false), isIdempotent: true)
+        #expect(foreground.attemptFinished(.failure(offline), elapsed: .zero, isReachable: false) == .retryAfter(.seconds(5)))
+        #expect(foreground.attemptFinished(.failure(offline), elapsed: .zero, isReachable: false) == .deliver)
+        var strict = RetryEngine(configuration: AutoRetryConfiguration(failWhenNotReachable: true), isIdempotent: true)
+        #expect(strict.attemptFinished(.failure(offline), elapsed: .zero, isReachable: false) == .deliver)
+    }
+
+    @Test("POST: retried only when nothing was sent, unless it carries an idempotency key")
+    func nonIdempotent() {
+        let reset = TransportError(.connectionReset, message: "reset", requestBytesSent: true)
+        let refused = TransportError(.cannotConnect, message: "refused", requestBytesSent: false)
+        var post = RetryEngine(configuration: AutoRetryConfiguration(), isIdempotent: false)
+        #expect(post.attemptFinished(.failure(reset), elapsed: .zero, isReachable: true) == .deliver)
+        #expect(post.lastReason.contains("outcome unknown"))
+        #expect(post.attemptFinished(.failure(refused), elapsed: .zero, isReachable: true) == .retryAfter(.seconds(5)))
+        var keyed = RetryEngine(configuration: AutoRetryConfiguration(), isIdempotent: true)
+        #expect(keyed.attemptFinished(.failure(reset), elapsed: .zero, isReachable: true) == .retryAfter(.seconds(5)))
+    }
+
+    @Test("maxTotalDuration stops retries that would run past it")
+    func totalDuration() {
+        var engine = RetryEngine(
+            configuration: AutoRetryConfiguration(breakTime: .seconds(5), maxTotalDuration: .seconds(12)), isIdempotent: true)
+        #expect(engine.attemptFinished(.response(status: 503, retryAfter: nil), elapsed: .seconds(1), isReachable: true) == .retryAfter(.seconds(5)))
+        #expect(engine.attemptFinished(.response(status: 503, retryAfter: nil), elapsed: .seconds(6), isReachable: true) == .retryAfter(.seconds(5)))
+        #expect(engine.attemptFinished(.response(status: 503, retryAfter: nil), elapsed: .seconds(11), isReachable: true) == .deliver)
+    }
+}

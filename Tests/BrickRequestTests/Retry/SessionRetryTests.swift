@@ -1,0 +1,242 @@
+import BrickRequest
+import BrickTestServer
+import BrickTesting
+import Foundation
+import Testing
+
+/// A GET or POST endpoint whose session, URL, method and retry configuration are given.
+final class Flaky: Component, ValidatedResponseType, DataResponseType {
+    let session: Session
+    let urlString: String
+    let method: HTTPRequest.Method
+    let autoRetryConfiguration: AutoRetryConfiguration
+    init(_ url: String, method: HTTPRequest.Method = .get, session: Session, retry: AutoRetryConfiguration) {
+        self.method = method
+        self.urlString = url
+        self.session = session
+        self.autoRetryConfiguration = retry
+        super.init()
+    }
+}
+
+final class CreateOrder: Component, POSTRequestType, IdempotentRequestType, ValidatedResponseType, DataResponseType {
+    let session: Session
+    let urlString: String
+    let autoRetryConfiguration: AutoRetryConfiguration
+    init(_ url: String, session: Session, retry: AutoRetryConfiguration) {
+        self.urlString = url
+        self.session = session
+        self.autoRetryConfiguration = retry
+        super.init()
+    }
+}
+
+/// Waits, without sleeping, until `condition` holds (the session works on other threads).
+func eventually(_ condition: () -> Bool) async {
+    while !condition() { await Task.yield() }
+}
+
+@Suite("The session retries: ManualClock, StubTransport, ManualReachability")
+struct SessionRetryTests {
+    let clock = ManualClock()
+    let stub: StubTransport
+    let reachability = ManualReachability()
+    let session: Session
+
+    init() {
+        stub = StubTransport(clock: clock)
+        session = Session.testing(stub, clock: clock, reachability: reachability)
+    }
+
+    @Test("503, 503, 200 succeeds on the third attempt, each retry exactly breakTime later")
+    func serviceUnavailableTwice() async throws {
+        stub.stub(.get, "/orders", .status(.serviceUnavailable), .status(.serviceUnavailable), .status(.ok))
+        let request = Flaky("https://api.example.com/orders", session: session, retry: .init(breakTime: .seconds(5)))
+        let delivered = Delivered<Response<Data, BrickError>>()
+        request.response { delivered.add($0) }.resume()
+        await eventually { clock.waiterCount == 1 }
+        #expect(stub.requests.count == 1)
+        #expect(request.state == .retrying(1))
+        clock.advance(by: .milliseconds(4999))
+        #expect(stub.requests.count == 1)
+        clock.advance(by: .milliseconds(1))
+        await eventually { clock.waiterCount == 1 && stub.requests.count == 2 }
+        clock.advance(by: .seconds(5))
+        let response = try await delivered.first()
+        #expect(response.status == .ok)
+        #expect(response.retryCount == 2)
+        #expect(stub.requests.count == 3)
+        #expect(clock.now.offset == .seconds(10))
+    }
+
+    @Test("persistent failure: maxRetryCount + 1 attempts, then the last failure", arguments: [0, 3])
+    func exhaustion(retries: Int) async throws {
+        stub.stub(.get, "/down", .status(.serviceUnavailable))
+        let task = Task {
+            await Flaky("https://api.example.com/down", session: session, retry: .init(breakTime: .seconds(1), maxRetryCount: retries)).response()
+        }
+        for attempt in 1...retries + 1 where attempt <= retries {
+            await eventually { clock.waiterCount == 1 && stub.requests.count == attempt }
+            clock.advance(by: .seconds(1))
+        }
+        let response = await task.value
+        #expect(response.error?.code == .unacceptableStatusCode)
+        #expect(response.retryCount == retries)
+        #expect(stub.requests.count == retries + 1)
+    }
+
+    @Test("429 with Retry-After: 30 waits 30 s, not breakTime")
+    func retryAfterObeyed() async throws {
+        stub.stub(.get, "/limited", StubResponse(status: .tooManyRequests, headers: [.retryAfter: "30"]), .status(.ok))
+        let task = Task { await Flaky("https://api.example.com/limited", session: session, retry: .init(breakTime: .seconds(1))).response() }
+        await eventually { clock.waiterCount == 1 }
+        clock.advance(by: .seconds(29))
+        #expect(stub.requests.count == 1)
+        clock.advance(by: .seconds(1))
+        #expect(await task.value.status == .ok)
+        #expect(stub.requests.count == 2)
+    }
+
+    @Test("offline: the request parks without spending attempts and goes as soon as the network returns")
+    func parking() async throws {
+        reachability.set(.unreachable)
+        stub.stub(.get, "/feed", .failure(.notConnected), .status(.ok))
+        let request = Flaky("https://api.example.com/feed", session: session, retry: .init(maxRetryCount: 1))
+        let delivered = Delivered<Response<Data, BrickError>>()
+        request.response { delivered.add($0) }.resume()
+        await eventually { reachability.subscriberCount == 1 }
+        #expect(request.state == .parked)
+        #expect(stub.requests.count == 1)
+        #expect(clock.waiterCount == 0)  // parked, not on a timer
+        reachability.set(.reachable)
+        let response = try await delivered.first()
+        #expect(response.status == .ok)
+        #expect(response.retryCount == 0)
+        #expect(stub.requests.count == 2)
+    }
+
+    @Test("failWhenNotReachable fails at once without sending")
+    func failFast() async throws {
+        reachability.set(.unreachable)
+        let response = await Flaky(
+            "https://api.example.com/feed", session: session, retry: .init(failWhenNotReachable: true)
+        ).response()
+        #expect(response.error == .notConnected)
+        #expect(stub.requests.isEmpty)
+    }
+
+    @Test("a first attempt is never blocked by reachability")
+    func firstAttemptAlwaysSent() async throws {
+        reachability.set(.unreachable)
+        stub.stub(.get, "/feed", .status(.ok))
+        let response = await Flaky("https://api.example.com/feed", session: session, retry: .init()).response()
+        #expect(response.status == .ok)
+    }
+
+    @Test("cancel() during a backoff wait delivers the cancellation at once, via response(_:)")
+    func cancelWhileWaiting() async throws {
+        stub.stub(.get, "/slow", .status(.serviceUnavailable))
+        let request = Flaky("https://api.example.com/slow", session: session, retry: .init(breakTime: .seconds(60)))
+        let delivered = Delivered<Response<Data, BrickError>>()
+        request.response { delivered.add($0) }.resume()
+        await eventually { clock.waiterCount == 1 }
+        request.cancel()
+        let response = try await delivered.first()
+        #expect(response.error == .cancelled)
+        #expect(stub.requests.count == 1)
+        #expect(delivered.count == 1)
+    }
+
+    @Test("a POST with IdempotentRequestType retries with the same Idempotency-Key")
+    func idempotencyKey() async throws {
+        stub.stub(.post, "/orders", .status(.badGateway), .status(.created))
+        let task = Task { await CreateOrder("https://api.example.com/orders", session: session, retry: .init(breakTime: .seconds(1))).response() }
+        await eventually { clock.waiterCount == 1 }
+        clock.advance(by: .seconds(1))
+        #expect(await task.value.status == .created)
+        let keys = stub.requests.map { $0.head.headerFields[.idempotencyKey] }
+        #expect(keys.count == 2)
+        #expect(keys[0] != nil && keys[0] == keys[1])
+    }
+
+    @Test("a POST without a key is not retried on a retryable status")
+    func postNotRetried() async throws {
+        stub.stub(.post, "/pay", .status(.serviceUnavailable))
+        let response = await Flaky("https://api.example.com/pay", method: .post, session: session, retry: .init()).response()
+        #expect(response.status == .serviceUnavailable)
+        #expect(stub.requests.count == 1)
+    }
+}
+
+@Suite("The session retries against the loopback server")
+struct LoopbackRetryTests {
+    @Test("503, 503, 200 from a real server succeeds on attempt 3")
+    func serviceUnavailable() async throws {
+        try await withServer { server in
+            let clock = ManualClock()
+            let session = Session(clock: clock)
+            server.script("/orders", [.status(503), .status(503), .ok("done")])
+            let task = Task { await Flaky(server.baseURL + "/orders", session: session, retry: .init(breakTime: .seconds(2))).response() }
+            for attempt in 1...2 {
+                await eventually { clock.waiterCount == 1 && server.requests(path: "/orders").count == attempt }
+                clock.advance(by: .seconds(2))
+            }
+            let response = await task.value
+            #expect(response.data == Data("done".utf8))
+            #expect(response.retryCount == 2)
+            #expect(server.requests(path: "/orders").count == 3)
+        }
+    }
+
+    @Test("429 with Retry-After from a real server is obeyed")
+    func tooManyRequests() async throws {
+        try await withServer { server in
+            let clock = ManualClock()
+            let session = Session(clock: clock)
+            server.script("/limited", [.status(429, retryAfter: "7"), .ok("ok")])
+            let task = Task { await Flaky(server.baseURL + "/limited", session: session, retry: .init(breakTime: .seconds(1))).response() }
+            await eventually { clock.waiterCount == 1 }
+            clock.advance(by: .seconds(6))
+            #expect(server.requests(path: "/limited").count == 1)
+            clock.advance(by: .seconds(1))
+            #expect(await task.value.status == .ok)
+        }
+    }
+
+    @Test("reset at the start: a GET is retried, a POST without a key is not (the server counts)")
+    func resetAtStart() async throws {
+        try await withServer { server in
+            let clock = ManualClock()
+            let session = Session(clock: clock)
+            server.script("/get-me", [.resetBeforeResponse, .ok("second")])
+            let get = Task { await Flaky(server.baseURL + "/get-me", session: session, retry: .init(breakTime: .seconds(1))).response() }
+            await eventually { clock.waiterCount == 1 }
+            clock.advance(by: .seconds(1))
+            #expect(await get.value.data == Data("second".utf8))
+            #expect(server.requests(path: "/get-me").count == 2)
+
+            server.script("/post-me", [.resetBeforeResponse, .ok("second")])
+            let post = await Flaky(server.baseURL + "/post-me", method: .post, session: session, retry: .init(breakTime: .seconds(1))).response()
+            #expect(post.error?.code == .connectionLost)
+            #expect(server.requests(path: "/post-me").count == 1)
+        }
+    }
+
+    @Test("connection refused is retried for any method: nothing was sent")
+    func refusedThenUp() async throws {
+        let first = try await BrickTestServer.start()
+        let port = first.port
+        await first.shutdown()
+        let clock = ManualClock()
+        let session = Session(clock: clock)
+        let task = Task { await Flaky("http://127.0.0.1:\(port)/post", method: .post, session: session, retry: .init(breakTime: .seconds(3))).response() }
+        await eventually { clock.waiterCount == 1 }
+        let second = try await BrickTestServer.start(port: port)
+        clock.advance(by: .seconds(3))
+        let response = await task.value
+        #expect(response.status == .ok)
+        #expect(response.retryCount == 1)
+        #expect(second.requests(path: "/post").count == 1)
+        await second.shutdown()
+    }
+}
