@@ -27,6 +27,15 @@ final class EchoGet: Component, GETRequestType, LoopbackRequestType, SoftAutoRet
     }
 }
 
+final class EchoOnce: Component, GETRequestType, LoopbackRequestType, NonAutoRetryType, JSONResponseType {
+    let server: BrickTestServer
+    var path: String { "/get" }
+    init(server: BrickTestServer) {
+        self.server = server
+        super.init()
+    }
+}
+
 final class EchoDelete: Component, DELETERequestType, LoopbackRequestType, SoftAutoRetryType, JSONResponseType {
     let server: BrickTestServer
     var path: String { "/delete" }
@@ -227,7 +236,7 @@ struct EndToEndTests {
     func transportFailure() async throws {
         try await withServer { server in
             server.script("/get", [.resetBeforeResponse])
-            let response = await EchoGet(server: server, text: "a", number: 1).response()
+            let response = await EchoOnce(server: server).response()
             #expect(response.error?.code == .connectionLost)
             #expect(response.error?.transportError?.kind == .connectionReset)
         }

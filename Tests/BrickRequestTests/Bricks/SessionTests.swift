@@ -14,7 +14,7 @@ final class RecordingMonitor: EventMonitor {
     func requestDidFailToRender(_ error: BrickError) { events.withLock { $0.append("render \(error.code)") } }
 }
 
-final class StubbedUser: Component, GETRequestType, ValidatedResponseType, JSONResponseType {
+final class StubbedUser: Component, GETRequestType, NonAutoRetryType, ValidatedResponseType, JSONResponseType {
     let session: Session
     var urlString: String { "https://api.example.com/users/1" }
     init(session: Session) {

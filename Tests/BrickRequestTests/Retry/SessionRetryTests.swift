@@ -31,9 +31,17 @@ final class CreateOrder: Component, POSTRequestType, IdempotentRequestType, Vali
     }
 }
 
-/// Waits, without sleeping, until `condition` holds (the session works on other threads).
-func eventually(_ condition: () -> Bool) async {
-    while !condition() { await Task.yield() }
+/// Waits, without sleeping, until `condition` holds (the session works on other threads). A
+/// condition still false after 10 s of real time is a failure, not a hang.
+func eventually(_ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !condition() {
+        if ContinuousClock.now > deadline {
+            Issue.record("condition still false after 10 s", sourceLocation: sourceLocation)
+            return
+        }
+        await Task.yield()
+    }
 }
 
 @Suite("The session retries: ManualClock, StubTransport, ManualReachability")
