@@ -36,6 +36,8 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let unacceptableStatusCode = Code("unacceptableStatusCode")
         /// The `Content-Type` is not one the request accepts (``ValidatedResponseType``).
         public static let unacceptableContentType = Code("unacceptableContentType")
+        /// The credential could not be produced or refreshed (``Authenticator``).
+        public static let authenticationFailed = Code("authenticationFailed")
         /// The body could not be turned into the response type (malformed JSON, wrong shape, no data).
         public static let serializationFailed = Code("serializationFailed")
 

@@ -24,6 +24,9 @@ public protocol RequestType: AnyObject {
     /// The `Idempotency-Key` to send, or `nil` for none. Default `nil`; ``IdempotentRequestType``
     /// supplies one that stays the same across retries.
     var idempotencyKey: String? { get }
+    /// The authenticator that signs each attempt, or `nil`. Default `nil`;
+    /// ``AuthenticatedRequestType`` supplies one.
+    var requestAuthenticator: Authenticator? { get }
 }
 
 extension RequestType {
@@ -43,4 +46,6 @@ extension RequestType {
     public var responseValidation: ResponseValidation? { nil }
     /// No key.
     public var idempotencyKey: String? { nil }
+    /// No authenticator.
+    public var requestAuthenticator: Authenticator? { nil }
 }

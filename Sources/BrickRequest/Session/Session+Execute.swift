@@ -8,6 +8,7 @@ struct PreparedRequest<Value: Sendable>: Sendable {
     var validation: ResponseValidation?
     var serializer: any ResponseSerializer<Value>
     var retry: AutoRetryConfiguration
+    var authenticator: Authenticator?
 
     init<R: ResponseType>(_ request: R) where R.SerializedObject == Value {
         let session = request.session
@@ -19,6 +20,7 @@ struct PreparedRequest<Value: Sendable>: Sendable {
         validation = request.responseValidation
         serializer = request.responseSerializer
         retry = request.autoRetryConfiguration
+        authenticator = request.requestAuthenticator
     }
 }
 
@@ -48,6 +50,14 @@ extension Session {
             callbacks.submit { handler(Response(request: request, result: .failure(refusal), transportResponse: nil)) }
             return
         }
+        if prepared.authenticator != nil {
+            // Signing needs the credential provider (async): run the whole exchange in a task.
+            Task { [self] in
+                let response = await run(prepared, request: request, lifecycle: lifecycle)
+                callbacks.submit { handler(response) }
+            }
+            return
+        }
         willStart(request)
         let task = transport.start(request) { [self] result in
             // Fast path: a result the retry engine would deliver anyway goes straight to the handler.
@@ -58,7 +68,8 @@ extension Session {
                 return
             }
             Task { [self] in
-                let final = await retryLoop(prepared, request: request, first: result, lifecycle: lifecycle)
+                // No authenticator on this path, so the loop cannot fail with an authentication error.
+                let final = (try? await retryLoop(prepared, request: request, first: result, lifecycle: lifecycle)) ?? result
                 callbacks.submit { [self] in
                     handler(finish(prepared, request: request, result: final, lifecycle: lifecycle))
                 }
@@ -89,15 +100,75 @@ extension Session {
             _ = lifecycle.complete()
             return Response(request: request, result: .failure(refusal), transportResponse: nil)
         }
+        return await run(prepared, request: request, lifecycle: lifecycle)
+    }
+
+    /// The whole exchange: attempts, retries, and the final validation and serialization.
+    private nonisolated(nonsending) func run<Value: Sendable>(
+        _ prepared: PreparedRequest<Value>, request: TransportRequest, lifecycle: RequestLifecycle
+    ) async -> Response<Value, BrickError> {
         willStart(request)
-        let result = await withTaskCancellationHandler {
-            let first = await send(request, lifecycle: lifecycle)
-            guard mayRetry(first, prepared: prepared, lifecycle: lifecycle) else { return first }
-            return await retryLoop(prepared, request: request, first: first, lifecycle: lifecycle)
+        let result = await withTaskCancellationHandler { () async -> Result<Result<TransportResponse, TransportError>, BrickError> in
+            do throws(BrickError) {
+                let first = try await attempt(request, prepared: prepared, lifecycle: lifecycle)
+                guard mayRetry(first, prepared: prepared, lifecycle: lifecycle) else { return .success(first) }
+                return .success(try await retryLoop(prepared, request: request, first: first, lifecycle: lifecycle))
+            } catch {
+                return .failure(error)
+            }
         } onCancel: {
             lifecycle.cancel()
         }
-        return finish(prepared, request: request, result: result, lifecycle: lifecycle)
+        switch result {
+        case .success(let outcome):
+            return finish(prepared, request: request, result: outcome, lifecycle: lifecycle)
+        case .failure(let error):
+            _ = lifecycle.complete()
+            return Response(request: request, result: .failure(error), transportResponse: nil, retryCount: lifecycle.retryCount)
+        }
+    }
+
+    /// One attempt. With an authenticator: signs the request with the current credential, and on a
+    /// `401` refreshes the credential (once, shared with concurrent requests) and replays once.
+    private func attempt<Value: Sendable>(
+        _ request: TransportRequest, prepared: PreparedRequest<Value>, lifecycle: RequestLifecycle
+    ) async throws(BrickError) -> Result<TransportResponse, TransportError> {
+        guard let authenticator = prepared.authenticator else {
+            return await send(request, lifecycle: lifecycle)
+        }
+        var generation = try await signAndSend(request, authenticator, lifecycle)
+        guard case .success(let response) = generation.result, response.status == .unauthorized, !lifecycle.isCancelled else {
+            return generation.result
+        }
+        do {
+            try await authenticator.refresh(after: generation.generation)
+        } catch {
+            throw BrickError(.authenticationFailed, message: "the credential could not be refreshed", underlying: error)
+        }
+        generation = try await signAndSend(request, authenticator, lifecycle)
+        return generation.result
+    }
+
+    private func signAndSend(
+        _ request: TransportRequest, _ authenticator: Authenticator, _ lifecycle: RequestLifecycle
+    ) async throws(BrickError) -> (result: Result<TransportResponse, TransportError>, generation: Int) {
+        let credential: (headers: [String: String], generation: Int)
+        do {
+            credential = try await authenticator.credential()
+        } catch {
+            throw BrickError(.authenticationFailed, message: "no credential is available", underlying: error)
+        }
+        var signed = request
+        do {
+            let fields = try TransportRequest.validatedFields(credential.headers.map { ($0.key, $0.value) })
+            for field in fields {
+                signed.head.headerFields[field.name] = nil
+            }
+            signed.head.headerFields.append(contentsOf: fields)
+        } catch {
+            throw BrickError(.authenticationFailed, message: "the credential has an invalid header", underlying: error)
+        }
+        return (await send(signed, lifecycle: lifecycle), credential.generation)
     }
 
     /// One attempt, registered with the lifecycle so `cancel()` stops it.
@@ -140,7 +211,7 @@ extension Session {
     func retryLoop<Value: Sendable>(
         _ prepared: PreparedRequest<Value>, request: TransportRequest, first: Result<TransportResponse, TransportError>,
         lifecycle: RequestLifecycle
-    ) async -> Result<TransportResponse, TransportError> {
+    ) async throws(BrickError) -> Result<TransportResponse, TransportError> {
         var engine = RetryEngine(configuration: prepared.retry, isIdempotent: request.isIdempotent)
         var result = first
         let host = request.host
@@ -184,7 +255,7 @@ extension Session {
             }
             if lifecycle.isCancelled { return .failure(TransportError(.cancelled, message: "cancelled")) }
             lifecycle.running()
-            result = await send(request, lifecycle: lifecycle)
+            result = try await attempt(request, prepared: prepared, lifecycle: lifecycle)
         }
     }
 
