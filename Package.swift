@@ -21,6 +21,7 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"]), .yum(["libcurl-devel"]), .brew(["curl"])]
         ),
+        .systemLibrary(name: "CNetlink"),
         .systemLibrary(
             name: "CZlib",
             pkgConfig: "zlib",
@@ -30,6 +31,7 @@ let package = Package(
             name: "BrickRequest",
             dependencies: [
                 "CCurl",
+                "CNetlink",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ]

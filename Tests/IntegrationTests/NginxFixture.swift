@@ -19,7 +19,7 @@ final class NginxFixture: Sendable {
     var serverCertificate: String { directory + "/server.pem" }
 
     /// Pipes kept open for the life of the test process (their closing stops the watchdogs).
-    private static let lifelines = Mutex<[Pipe]>([])
+    private static let lifelines = Mutex<[Int32]>([])
 
     static let shared: Result<NginxFixture, FixtureError> = Result { try NginxFixture() }.mapError {
         $0 as? FixtureError ?? FixtureError(message: "\($0)")
@@ -111,23 +111,19 @@ final class NginxFixture: Sendable {
         try config.write(toFile: d + "/nginx.conf", atomically: true, encoding: .utf8)
         // The watchdog stops nginx when this test process goes away, however it ends: it reads a
         // pipe whose write end only this process holds, and the read returns when the process dies.
-        let lifeline = Pipe()
-        let watchdog = Process()
-        watchdog.executableURL = URL(fileURLWithPath: "/bin/sh")
-        watchdog.arguments = [
-            "-c",
+        var lifeline: [Int32] = [0, 0]
+        guard pipe(&lifeline) == 0 else { throw FixtureError(message: "pipe failed") }
+        _ = fcntl(lifeline[1], F_SETFD, FD_CLOEXEC)
+        _ = try Subprocess.spawn(
             """
             '\(nginx)' -p '\(d)' -c '\(d)/nginx.conf' -e '\(d)/error.log' </dev/null >'\(d)/nginx.out' 2>&1 &
             child=$!
             cat >/dev/null
             kill $child 2>/dev/null; sleep 0.2; rm -rf '\(d)'
-            """,
-        ]
-        watchdog.standardInput = lifeline
-        watchdog.standardOutput = FileHandle.nullDevice
-        watchdog.standardError = FileHandle.nullDevice
-        Self.lifelines.withLock { $0.append(lifeline) }
-        try watchdog.run()
+            """, stdin: lifeline[0])
+        close(lifeline[0])
+        // The write end stays open for the life of this process; when it dies, the watchdog's read ends.
+        Self.lifelines.withLock { $0.append(lifeline[1]) }
         for _ in 0..<100 {
             if Self.canConnect(httpsPort) && Self.canConnect(mutualTLSPort) && Self.canConnect(httpPort) { return }
             usleep(50_000)
@@ -146,20 +142,11 @@ final class NginxFixture: Sendable {
 
     @discardableResult
     static func shell(_ script: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", script]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
-        guard process.terminationStatus == 0 else {
-            throw FixtureError(message: "command failed (\(process.terminationStatus)): \(text)")
+        do {
+            return try Subprocess.run(script)
+        } catch {
+            throw FixtureError(message: "\(error)")
         }
-        return text
     }
 
     private static func freePort() throws -> Int {

@@ -214,6 +214,9 @@ extension Session {
     ) async throws(BrickError) -> Result<TransportResponse, TransportError> {
         var engine = RetryEngine(configuration: prepared.retry, isIdempotent: request.isIdempotent)
         var result = first
+        // Retries after a transport failure or a network change never reuse a pooled connection:
+        // it may be the dead one.
+        var request = request
         let host = request.host
         while true {
             if lifecycle.isCancelled { return .failure(TransportError(.cancelled, message: "cancelled")) }
@@ -254,6 +257,7 @@ extension Session {
                 await parker.value
             }
             if lifecycle.isCancelled { return .failure(TransportError(.cancelled, message: "cancelled")) }
+            if case .failure = result { request.options.requiresFreshConnection = true }
             lifecycle.running()
             result = try await attempt(request, prepared: prepared, lifecycle: lifecycle)
         }

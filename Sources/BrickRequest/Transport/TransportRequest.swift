@@ -40,6 +40,9 @@ public struct TransportRequest: Sendable {
         public var progress: (@Sendable (Progress) -> Void)?
         /// Whether redirects are followed (within the transport's redirect policy). Default `true`.
         public var followsRedirects: Bool
+        /// Whether the request must open a new connection instead of reusing a pooled one (after a
+        /// network change or a broken connection, pooled connections may be dead). Default `false`.
+        public var requiresFreshConnection: Bool = false
 
         /// Creates options.
         ///

@@ -369,7 +369,7 @@ final class CurlDriver: @unchecked Sendable {
         easy.set(CURLOPT_PROXY, pointer: secure ? constantStrings.httpsProxy : constantStrings.httpProxy)
         // A request that is not safe to repeat never rides a reused connection: libcurl would
         // silently re-send it if that connection turned out to be closed.
-        easy.set(CURLOPT_FRESH_CONNECT, !request.isIdempotent)
+        easy.set(CURLOPT_FRESH_CONNECT, !request.isIdempotent || options.requiresFreshConnection)
         easy.set(CURLOPT_NOPROGRESS, options.progress == nil)
 
         // Method and body.

@@ -1,0 +1,129 @@
+import Foundation
+import Synchronization
+internal import CNetlink
+
+/// Reachability from the Linux kernel: a `NETLINK_ROUTE` socket subscribed to link, address and
+/// IPv4/IPv6 route changes.
+///
+/// A destination is reachable when the kernel has a route to it through an interface that is up
+/// *and running* (loopback only needs to be up). The kernel does not announce everything: a link
+/// going down removes its IPv4 routes without a route-deleted message, and a link comes back in two
+/// steps (up, then running). So the monitor does not track individual events: after each burst of
+/// events (quiet for ``debounce``), it notifies subscribers, who ask the kernel again.
+///
+/// For a host *name* the monitor cannot know the address without DNS, so it answers whether there
+/// is a usable default route (IPv4 or IPv6). Lookups send no packets: they only query the routing
+/// table.
+public final class NetlinkReachability: ReachabilityMonitor {
+    private let broadcaster = Broadcaster()
+    private let stopPipe: (read: Int32, write: Int32)
+    /// How long the kernel must be quiet before subscribers are told about a burst of changes.
+    public let debounce: Duration
+
+    /// Opens the netlink socket and starts the monitor thread.
+    ///
+    /// - Parameter debounce: The quiet time that ends a burst of events. Default 50 ms.
+    /// - Throws: ``NetlinkError`` when the socket cannot be opened (for example in a sandbox
+    ///   without netlink).
+    public init(debounce: Duration = .milliseconds(50)) throws(NetlinkError) {
+        self.debounce = debounce
+        let monitor = try NetlinkSocket(groups: cnetlink_route_groups())
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw NetlinkError(operation: "pipe", errno: errno) }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        stopPipe = (fds[0], fds[1])
+        let broadcaster = self.broadcaster
+        let stop = fds[0]
+        let quiet = Int32(max(1, debounce.components.seconds * 1000 + debounce.components.attoseconds / 1_000_000_000_000_000))
+        // The socket is handed to the monitor thread and used only there from now on.
+        nonisolated(unsafe) let owned = monitor
+        let thread = Thread {
+            Self.run(monitor: owned, stop: stop, quietMilliseconds: quiet, broadcaster: broadcaster)
+        }
+        thread.name = "BrickRequest.NetlinkReachability"
+        thread.start()
+    }
+
+    deinit {
+        var byte: UInt8 = 1
+        _ = write(stopPipe.write, &byte, 1)
+        close(stopPipe.write)
+    }
+
+    /// Whether `host` is reachable now: an IP literal is looked up in the routing table; a name is
+    /// reachable when a default route through a running interface exists.
+    public func status(for host: String) -> ReachabilityStatus {
+        if let address = Self.address(host) {
+            return RouteTable.isRoutable(address) ? .reachable : .unreachable
+        }
+        // 192.0.2.1 and 2001:db8::1 are documentation addresses: only the default route leads there.
+        let defaultRoute =
+            RouteTable.isRoutable([192, 0, 2, 1]) || RouteTable.isRoutable([0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 11) + [1])
+        return defaultRoute ? .reachable : .unreachable
+    }
+
+    /// A subscription to bursts of routing changes.
+    public func changes() -> AsyncStream<Void> {
+        broadcaster.subscribe()
+    }
+
+    static func address(_ host: String) -> [UInt8]? {
+        var host = host
+        if host == "localhost" { host = "127.0.0.1" }
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 { return withUnsafeBytes(of: v4) { Array($0) } }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, host, &v6) == 1 { return withUnsafeBytes(of: v6) { Array($0) } }
+        return nil
+    }
+
+    /// The monitor loop: wait for events; once `quietMilliseconds` pass without one, notify.
+    private static func run(monitor: NetlinkSocket, stop: Int32, quietMilliseconds: Int32, broadcaster: Broadcaster) {
+        defer { close(stop) }
+        var pending = false
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            var fds = [
+                pollfd(fd: monitor.descriptor, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: stop, events: Int16(POLLIN), revents: 0),
+            ]
+            let ready = poll(&fds, 2, pending ? quietMilliseconds : -1)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            if fds[1].revents != 0 { return }
+            if ready == 0 {
+                pending = false
+                broadcaster.notify()
+                continue
+            }
+            if fds[0].revents & Int16(POLLIN) != 0 {
+                // Drain the burst; the contents do not matter, the routes are read again afterwards.
+                while buffer.withUnsafeMutableBytes({ recv(monitor.descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) > 0 {}
+                pending = true
+            } else if fds[0].revents != 0 {
+                return
+            }
+        }
+    }
+}
+
+/// Fans one notification out to every subscriber. One lock guards the subscriber list.
+final class Broadcaster: Sendable {
+    private let subscribers = Mutex<[UUID: AsyncStream<Void>.Continuation]>([:])
+
+    func subscribe() -> AsyncStream<Void> {
+        let id = UUID()
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
+        }
+        subscribers.withLock { $0[id] = continuation }
+        return stream
+    }
+
+    func notify() {
+        for continuation in subscribers.withLock({ Array($0.values) }) { continuation.yield() }
+    }
+}
