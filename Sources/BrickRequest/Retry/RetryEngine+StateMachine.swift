@@ -85,15 +85,17 @@ public struct RetryEngine: Sendable {
         switch verdict {
         case .fatal:
             return .deliver
-        case .parkUntilOnline where configuration.enableBackgroundRetry:
+        case .parkUntilOnline where configuration.enableBackgroundRetry && isReachable == false:
             if configuration.failWhenNotReachable { return .deliver }
             if let limit = configuration.maxTotalDuration, elapsed >= limit {
                 lastReason = "the total time limit was reached"
                 return .deliver
             }
-            // Parking spends no attempt; if the network is (already) back, try again at once.
-            return isReachable == true ? .retry : .park
+            // Parking spends no attempt; the monitor releases the request when the route returns.
+            return .park
         case .parkUntilOnline, .backOffAndRetry:
+            // An offline-class failure while the monitor sees a route (or cannot tell) is retried
+            // like any transient failure: spending attempts, so it can never loop.
             guard retryCount < configuration.maxRetryCount else {
                 lastReason = "no retries left (\(configuration.maxRetryCount) allowed): " + lastReason
                 return .deliver

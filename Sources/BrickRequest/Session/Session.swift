@@ -33,7 +33,7 @@ public final class Session: Sendable {
     ///   - transport: The transport; by default a ``CurlTransport`` built from
     ///     ``Configuration/transport``.
     ///   - reachability: When destinations are reachable; parked requests wait for it. Default
-    ///     ``AlwaysReachable``.
+    ///     ``NetlinkReachability/shared`` (``AlwaysReachable`` where netlink is unavailable).
     ///   - clock: The clock retry delays run on (a `ManualClock` in tests). Default `ContinuousClock`.
     ///   - logger: Where events are logged.
     ///   - eventMonitors: Observers of every request.
@@ -47,7 +47,7 @@ public final class Session: Sendable {
     ) {
         self.configuration = configuration
         self.transport = transport ?? CurlTransport(configuration: configuration.transport)
-        self.reachability = reachability ?? AlwaysReachable()
+        self.reachability = reachability ?? NetlinkReachability.shared ?? AlwaysReachable()
         self.clock = SessionClock(clock)
         self.logger = logger
         self.eventMonitors = eventMonitors

@@ -108,7 +108,10 @@ struct RetryEngineTests {
             #expect(engine.attemptFinished(.failure(offline), elapsed: .zero, isReachable: false) == .park)
         }
         #expect(engine.retryCount == 0)
-        #expect(engine.attemptFinished(.failure(offline), elapsed: .zero, isReachable: true) == .retry)
+        // Reported reachable (or unknown) yet failing offline: a normal, attempt-spending retry.
+        #expect(engine.attemptFinished(.failure(offline), elapsed: .zero, isReachable: true) == .retryAfter(.seconds(5)))
+        #expect(engine.attemptFinished(.failure(offline), elapsed: .zero, isReachable: nil) == .deliver)
+        #expect(engine.retryCount == 1)
         var foreground = RetryEngine(
             configuration: AutoRetryConfiguration(maxRetryCount: 1, enableBackgroundRetry: false), isIdempotent: true)
         #expect(foreground.attemptFinished(.failure(offline), elapsed: .zero, isReachable: false) == .retryAfter(.seconds(5)))

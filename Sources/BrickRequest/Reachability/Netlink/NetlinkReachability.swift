@@ -20,6 +20,10 @@ public final class NetlinkReachability: ReachabilityMonitor {
     /// How long the kernel must be quiet before subscribers are told about a burst of changes.
     public let debounce: Duration
 
+    /// One monitor for the process, used by sessions that are not given one; `nil` where netlink is
+    /// unavailable.
+    public static let shared: NetlinkReachability? = try? NetlinkReachability()
+
     /// Opens the netlink socket and starts the monitor thread.
     ///
     /// - Parameter debounce: The quiet time that ends a burst of events. Default 50 ms.
