@@ -28,7 +28,9 @@ public final class ManualReachability: ReachabilityMonitor {
     ///   - host: One host, or `nil` for all.
     public func set(_ status: ReachabilityStatus, for host: String? = nil) {
         let subscribers = state.withLock { state -> [AsyncStream<Void>.Continuation] in
-            if let host { state.hosts[host] = status } else {
+            if let host {
+                state.hosts[host] = status
+            } else {
                 state.status = status
                 state.hosts = [:]
             }

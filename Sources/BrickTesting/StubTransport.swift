@@ -202,7 +202,9 @@ extension Session {
     ///   - reachability: The reachability the retry engine reads; default always reachable.
     /// - Returns: The session.
     public static func testing(
-        _ transport: StubTransport, configuration: Configuration = Configuration(), clock: ManualClock = ManualClock(),
+        _ transport: StubTransport,
+        configuration: Configuration = Configuration(),
+        clock: ManualClock = ManualClock(),
         reachability: ManualReachability = ManualReachability()
     ) -> Session {
         Session(configuration: configuration, transport: transport, reachability: reachability, clock: clock)

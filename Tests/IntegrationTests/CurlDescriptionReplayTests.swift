@@ -15,9 +15,11 @@ struct CurlDescriptionReplayTests {
         let file = directory + "/part.txt"
         try Data("file part, it's quoted".utf8).write(to: URL(fileURLWithPath: file))
         let request = try TransportRequest(
-            method: .put, url: server.baseURL + "/anything/desc?q=a%20b&x=1",
+            method: .put,
+            url: server.baseURL + "/anything/desc?q=a%20b&x=1",
             headers: [("Content-Type", "text/plain"), ("X-Quote", "it's \"here\""), ("Authorization", "Bearer t")],
-            body: RequestBody(segments: [.data(Data("inline ".utf8)), .file(path: file)]))
+            body: RequestBody(segments: [.data(Data("inline ".utf8)), .file(path: file)])
+        )
         _ = try await transport.send(request)
         let command = transport.cURLDescription(for: request)
         #expect(command.contains("Authorization: Bearer t"))

@@ -17,8 +17,13 @@ final class VethLab: Sendable {
 
     static var unavailableReason: String? {
         if getuid() != 0 { return "needs root to create network namespaces" }
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else { return "needs /usr/bin/python3 for the namespace's HTTP server" }
-        guard (try? NginxFixture.shell("ip netns add brick-probe-\(getpid()) && ip netns del brick-probe-\(getpid())")) != nil else {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
+            return "needs /usr/bin/python3 for the namespace's HTTP server"
+        }
+        guard
+            (try? NginxFixture.shell("ip netns add brick-probe-\(getpid()) && ip netns del brick-probe-\(getpid())"))
+                != nil
+        else {
             return "`ip netns add` failed: network namespaces cannot be created here"
         }
         return nil
@@ -30,7 +35,8 @@ final class VethLab: Sendable {
         hostInterface = "bkc\(getpid() % 100_000)"
         let peer = "bks\(getpid() % 100_000)"
         serverAddress = "10.213.\(id).2"
-        try NginxFixture.shell("""
+        try NginxFixture.shell(
+            """
             set -e
             ip netns add \(namespace)
             ip link add \(hostInterface) type veth peer name \(peer)
@@ -41,10 +47,12 @@ final class VethLab: Sendable {
             ip netns exec \(namespace) ip link set \(peer) up
             ip netns exec \(namespace) ip link set lo up
             ip route add unreachable 10.213.\(id).0/24 metric 4000
-            """)
+            """
+        )
         subnetRoute = "10.213.\(id).0/24"
         server = try Subprocess.spawn(
-            "exec ip netns exec \(namespace) /usr/bin/python3 -m http.server \(port) --bind \(serverAddress)")
+            "exec ip netns exec \(namespace) /usr/bin/python3 -m http.server \(port) --bind \(serverAddress)"
+        )
     }
 
     func link(up: Bool) throws {
@@ -55,7 +63,8 @@ final class VethLab: Sendable {
         kill(server, SIGKILL)
         _ = Subprocess.wait(server)
         _ = try? NginxFixture.shell(
-            "ip route del unreachable \(subnetRoute) metric 4000 2>/dev/null; ip link del \(hostInterface) 2>/dev/null; ip netns del \(namespace)")
+            "ip route del unreachable \(subnetRoute) metric 4000 2>/dev/null; ip link del \(hostInterface) 2>/dev/null; ip netns del \(namespace)"
+        )
     }
 }
 
@@ -65,7 +74,8 @@ final class CountingTransport: Transport {
     let attempts = Mutex(0)
     init(_ inner: any Transport) { self.inner = inner }
     func start(
-        _ request: TransportRequest, completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void
+        _ request: TransportRequest,
+        completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void
     ) -> TransportTask {
         attempts.withLock { $0 += 1 }
         return inner.start(request, completion: completion)
@@ -75,7 +85,9 @@ final class CountingTransport: Transport {
 final class LabGet: Component, GETRequestType, ValidatedResponseType, DataResponseType {
     let urlString: String
     let session: Session
-    var autoRetryConfiguration: AutoRetryConfiguration { AutoRetryConfiguration(breakTime: .milliseconds(200), maxRetryCount: 2) }
+    var autoRetryConfiguration: AutoRetryConfiguration {
+        AutoRetryConfiguration(breakTime: .milliseconds(200), maxRetryCount: 2)
+    }
     init(_ url: String, session: Session) {
         self.urlString = url
         self.session = session
@@ -83,7 +95,11 @@ final class LabGet: Component, GETRequestType, ValidatedResponseType, DataRespon
     }
 }
 
-@Suite("Reachability in a real network namespace", .serialized, .enabled(if: VethLab.unavailableReason == nil, "\(VethLab.unavailableReason ?? "")"))
+@Suite(
+    "Reachability in a real network namespace",
+    .serialized,
+    .enabled(if: VethLab.unavailableReason == nil, "\(VethLab.unavailableReason ?? "")")
+)
 struct NamespaceReachabilityTests {
     @Test("link down: the request parks without spending attempts; link up: it succeeds; 20 flaps lose nothing")
     func parkAndRelease() async throws {
@@ -122,7 +138,9 @@ struct NamespaceReachabilityTests {
         }
         let sorted = recoveries.sorted()
         let p95 = sorted[max(0, Int((Double(sorted.count) * 0.95).rounded(.up)) - 1)]
-        print("namespace reachability: 20 flaps, p95 time from `ip link set up` to success = \(p95), max = \(sorted.last!)")
+        print(
+            "namespace reachability: 20 flaps, p95 time from `ip link set up` to success = \(p95), max = \(sorted.last!)"
+        )
         #expect(recoveries.count == 20)
     }
 }

@@ -120,7 +120,9 @@ final class NginxFixture: Sendable {
             child=$!
             cat >/dev/null
             kill $child 2>/dev/null; sleep 0.2; rm -rf '\(d)'
-            """, stdin: lifeline[0])
+            """,
+            stdin: lifeline[0]
+        )
         close(lifeline[0])
         // The write end stays open for the life of this process; when it dies, the watchdog's read ends.
         Self.lifelines.withLock { $0.append(lifeline[1]) }

@@ -37,7 +37,8 @@ public enum RetryClassification {
     ///   - error: The failure.
     ///   - isIdempotent: Whether the request may be repeated safely.
     /// - Returns: The verdict and a one-line reason.
-    public static func verdict(for error: TransportError, isIdempotent: Bool) -> (verdict: RetryVerdict, reason: String) {
+    public static func verdict(for error: TransportError, isIdempotent: Bool) -> (verdict: RetryVerdict, reason: String)
+    {
         let (verdict, reason) = base(error.kind)
         if verdict != .fatal && error.requestBytesSent && !isIdempotent {
             return (.fatal, "outcome unknown: request bytes were sent and the request is not idempotent")
@@ -53,9 +54,13 @@ public enum RetryClassification {
     ///   - isIdempotent: Whether the request may be repeated safely.
     /// - Returns: The verdict and a one-line reason.
     public static func verdict(
-        forStatus status: Int, configuration: AutoRetryConfiguration, isIdempotent: Bool
+        forStatus status: Int,
+        configuration: AutoRetryConfiguration,
+        isIdempotent: Bool
     ) -> (verdict: RetryVerdict, reason: String) {
-        guard configuration.retryableStatusCodes.contains(status) else { return (.fatal, "status \(status) is a definite answer") }
+        guard configuration.retryableStatusCodes.contains(status) else {
+            return (.fatal, "status \(status) is a definite answer")
+        }
         guard isIdempotent else { return (.fatal, "status \(status) on a request that is not idempotent") }
         return (.backOffAndRetry, "status \(status): the server asks to try later")
     }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The retry engine: a pure state machine with no I/O. The ``Session`` feeds it the outcome of each
 /// attempt and performs the action it returns (start an attempt, wait, park, deliver).
 ///
@@ -56,7 +58,8 @@ public struct RetryEngine: Sendable {
     ///   - isIdempotent: Whether the request may be repeated.
     ///   - random: Returns a uniform value in `0…upperBound` (injected for tests).
     public init(
-        configuration: AutoRetryConfiguration, isIdempotent: Bool,
+        configuration: AutoRetryConfiguration,
+        isIdempotent: Bool,
         random: @escaping @Sendable (Double) -> Double = { Double.random(in: 0...$0) }
     ) {
         self.configuration = configuration
@@ -77,7 +80,10 @@ public struct RetryEngine: Sendable {
         switch outcome {
         case .response(let status, let after):
             (verdict, lastReason) = RetryClassification.verdict(
-                forStatus: status, configuration: configuration, isIdempotent: isIdempotent)
+                forStatus: status,
+                configuration: configuration,
+                isIdempotent: isIdempotent
+            )
             retryAfter = configuration.honorsRetryAfter ? after.map { min($0, Self.maximumRetryAfter) } : nil
         case .failure(let error):
             (verdict, lastReason) = RetryClassification.verdict(for: error, isIdempotent: isIdempotent)
@@ -134,5 +140,3 @@ extension Duration {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }
-
-import Foundation

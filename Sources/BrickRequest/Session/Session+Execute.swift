@@ -69,7 +69,8 @@ extension Session {
             }
             Task { [self] in
                 // No authenticator on this path, so the loop cannot fail with an authentication error.
-                let final = (try? await retryLoop(prepared, request: request, first: result, lifecycle: lifecycle)) ?? result
+                let final =
+                    (try? await retryLoop(prepared, request: request, first: result, lifecycle: lifecycle)) ?? result
                 callbacks.submit { [self] in
                     handler(finish(prepared, request: request, result: final, lifecycle: lifecycle))
                 }
@@ -105,10 +106,13 @@ extension Session {
 
     /// The whole exchange: attempts, retries, and the final validation and serialization.
     private nonisolated(nonsending) func run<Value: Sendable>(
-        _ prepared: PreparedRequest<Value>, request: TransportRequest, lifecycle: RequestLifecycle
+        _ prepared: PreparedRequest<Value>,
+        request: TransportRequest,
+        lifecycle: RequestLifecycle
     ) async -> Response<Value, BrickError> {
         willStart(request)
-        let result = await withTaskCancellationHandler { () async -> Result<Result<TransportResponse, TransportError>, BrickError> in
+        let result = await withTaskCancellationHandler {
+            () async -> Result<Result<TransportResponse, TransportError>, BrickError> in
             do throws(BrickError) {
                 let first = try await attempt(request, prepared: prepared, lifecycle: lifecycle)
                 guard mayRetry(first, prepared: prepared, lifecycle: lifecycle) else { return .success(first) }
@@ -124,20 +128,28 @@ extension Session {
             return finish(prepared, request: request, result: outcome, lifecycle: lifecycle)
         case .failure(let error):
             _ = lifecycle.complete()
-            return Response(request: request, result: .failure(error), transportResponse: nil, retryCount: lifecycle.retryCount)
+            return Response(
+                request: request,
+                result: .failure(error),
+                transportResponse: nil,
+                retryCount: lifecycle.retryCount
+            )
         }
     }
 
     /// One attempt. With an authenticator: signs the request with the current credential, and on a
     /// `401` refreshes the credential (once, shared with concurrent requests) and replays once.
     private func attempt<Value: Sendable>(
-        _ request: TransportRequest, prepared: PreparedRequest<Value>, lifecycle: RequestLifecycle
+        _ request: TransportRequest,
+        prepared: PreparedRequest<Value>,
+        lifecycle: RequestLifecycle
     ) async throws(BrickError) -> Result<TransportResponse, TransportError> {
         guard let authenticator = prepared.authenticator else {
             return await send(request, lifecycle: lifecycle)
         }
         var generation = try await signAndSend(request, authenticator, lifecycle)
-        guard case .success(let response) = generation.result, response.status == .unauthorized, !lifecycle.isCancelled else {
+        guard case .success(let response) = generation.result, response.status == .unauthorized, !lifecycle.isCancelled
+        else {
             return generation.result
         }
         do {
@@ -150,7 +162,9 @@ extension Session {
     }
 
     private func signAndSend(
-        _ request: TransportRequest, _ authenticator: Authenticator, _ lifecycle: RequestLifecycle
+        _ request: TransportRequest,
+        _ authenticator: Authenticator,
+        _ lifecycle: RequestLifecycle
     ) async throws(BrickError) -> (result: Result<TransportResponse, TransportError>, generation: Int) {
         let credential: (headers: [String: String], generation: Int)
         do {
@@ -172,7 +186,10 @@ extension Session {
     }
 
     /// One attempt, registered with the lifecycle so `cancel()` stops it.
-    private func send(_ request: TransportRequest, lifecycle: RequestLifecycle) async -> Result<
+    private func send(
+        _ request: TransportRequest,
+        lifecycle: RequestLifecycle
+    ) async -> Result<
         TransportResponse, TransportError
     > {
         let transport = self.transport
@@ -185,7 +202,9 @@ extension Session {
 
     /// Whether the retry engine needs to look at this result (cheap: most results skip it).
     private func mayRetry<Value: Sendable>(
-        _ result: Result<TransportResponse, TransportError>, prepared: PreparedRequest<Value>, lifecycle: RequestLifecycle
+        _ result: Result<TransportResponse, TransportError>,
+        prepared: PreparedRequest<Value>,
+        lifecycle: RequestLifecycle
     ) -> Bool {
         if lifecycle.isCancelled { return false }
         switch result {
@@ -195,7 +214,10 @@ extension Session {
     }
 
     /// `failWhenNotReachable`: fail at once, without sending, when the destination has no route.
-    private func refuseIfUnreachable<Value: Sendable>(_ request: TransportRequest, prepared: PreparedRequest<Value>)
+    private func refuseIfUnreachable<Value: Sendable>(
+        _ request: TransportRequest,
+        prepared: PreparedRequest<Value>
+    )
         -> BrickError?
     {
         guard prepared.retry.failWhenNotReachable, reachability.status(for: request.host) == .unreachable else {
@@ -209,7 +231,9 @@ extension Session {
     /// Waits (backoff delays, parking) run in child tasks registered with the lifecycle, so
     /// `cancel()` ends them at once.
     func retryLoop<Value: Sendable>(
-        _ prepared: PreparedRequest<Value>, request: TransportRequest, first: Result<TransportResponse, TransportError>,
+        _ prepared: PreparedRequest<Value>,
+        request: TransportRequest,
+        first: Result<TransportResponse, TransportError>,
         lifecycle: RequestLifecycle
     ) async throws(BrickError) -> Result<TransportResponse, TransportError> {
         var engine = RetryEngine(configuration: prepared.retry, isIdempotent: request.isIdempotent)
@@ -230,11 +254,17 @@ extension Session {
             }
             let status = reachability.status(for: host)
             let action = engine.attemptFinished(
-                outcome, elapsed: clock.elapsed(), isReachable: status == .unknown ? nil : status == .reachable)
+                outcome,
+                elapsed: clock.elapsed(),
+                isReachable: status == .unknown ? nil : status == .reachable
+            )
             switch action {
             case .deliver:
                 if engine.retryCount > 0 || !engine.lastReason.isEmpty {
-                    logger.debug("retry engine delivers", metadata: ["url": "\(request.urlString)", "reason": "\(engine.lastReason)"])
+                    logger.debug(
+                        "retry engine delivers",
+                        metadata: ["url": "\(request.urlString)", "reason": "\(engine.lastReason)"]
+                    )
                 }
                 return result
             case .retry:
@@ -243,7 +273,8 @@ extension Session {
                 guard lifecycle.retrying(engine.retryCount) else { continue }
                 logger.debug(
                     "retrying after a delay",
-                    metadata: ["url": "\(request.urlString)", "delay": "\(delay)", "reason": "\(engine.lastReason)"])
+                    metadata: ["url": "\(request.urlString)", "delay": "\(delay)", "reason": "\(engine.lastReason)"]
+                )
                 let clock = self.clock
                 let sleeper = Task { try await clock.sleep(delay) }
                 lifecycle.attach(TransportTask { sleeper.cancel() })

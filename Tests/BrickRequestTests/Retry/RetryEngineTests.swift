@@ -38,17 +38,22 @@ struct RetryEngineTests {
             let retryable = [408, 429, 500, 502, 503, 504].contains(status)
             #expect(
                 RetryClassification.verdict(forStatus: status, configuration: configuration, isIdempotent: true).verdict
-                    == (retryable ? .backOffAndRetry : .fatal))
+                    == (retryable ? .backOffAndRetry : .fatal)
+            )
             #expect(
-                RetryClassification.verdict(forStatus: status, configuration: configuration, isIdempotent: false).verdict
-                    == .fatal)
+                RetryClassification.verdict(forStatus: status, configuration: configuration, isIdempotent: false)
+                    .verdict
+                    == .fatal
+            )
         }
     }
 
     @Test("exponential backoff: the documented caps, full jitter within them")
     func exponential() {
         let configuration = AutoRetryConfiguration(
-            breakTime: .seconds(1), backoff: .exponential(multiplier: 2, max: .seconds(60)))
+            breakTime: .seconds(1),
+            backoff: .exponential(multiplier: 2, max: .seconds(60))
+        )
         let top = RetryEngine(configuration: configuration, isIdempotent: true, random: { $0 })
         #expect(top.backoffDelay(afterFailure: 1) == .seconds(1))
         #expect(top.backoffDelay(afterFailure: 2) == .seconds(2))
@@ -69,9 +74,16 @@ struct RetryEngineTests {
 
     @Test("attempts = maxRetryCount + 1 exactly; 0 means no retry", arguments: [0, 1, 3, 5, 10])
     func attempts(maxRetryCount: Int) {
-        var engine = RetryEngine(configuration: AutoRetryConfiguration(maxRetryCount: maxRetryCount), isIdempotent: true)
+        var engine = RetryEngine(
+            configuration: AutoRetryConfiguration(maxRetryCount: maxRetryCount),
+            isIdempotent: true
+        )
         var attempts = 1
-        while case .retryAfter = engine.attemptFinished(.response(status: 503, retryAfter: nil), elapsed: .zero, isReachable: true) {
+        while case .retryAfter = engine.attemptFinished(
+            .response(status: 503, retryAfter: nil),
+            elapsed: .zero,
+            isReachable: true
+        ) {
             attempts += 1
         }
         #expect(attempts == maxRetryCount + 1)
@@ -81,11 +93,32 @@ struct RetryEngineTests {
     @Test("Retry-After is never undercut, and capped")
     func retryAfter() {
         var engine = RetryEngine(configuration: AutoRetryConfiguration(breakTime: .seconds(5)), isIdempotent: true)
-        #expect(engine.attemptFinished(.response(status: 429, retryAfter: .seconds(30)), elapsed: .zero, isReachable: true) == .retryAfter(.seconds(30)))
-        #expect(engine.attemptFinished(.response(status: 503, retryAfter: .seconds(1)), elapsed: .zero, isReachable: true) == .retryAfter(.seconds(5)))
-        #expect(engine.attemptFinished(.response(status: 503, retryAfter: .seconds(86_400)), elapsed: .zero, isReachable: true) == .retryAfter(RetryEngine.maximumRetryAfter))
-        var ignoring = RetryEngine(configuration: AutoRetryConfiguration(breakTime: .seconds(5), honorsRetryAfter: false), isIdempotent: true)
-        #expect(ignoring.attemptFinished(.response(status: 429, retryAfter: .seconds(30)), elapsed: .zero, isReachable: true) == .retryAfter(.seconds(5)))
+        #expect(
+            engine.attemptFinished(.response(status: 429, retryAfter: .seconds(30)), elapsed: .zero, isReachable: true)
+                == .retryAfter(.seconds(30))
+        )
+        #expect(
+            engine.attemptFinished(.response(status: 503, retryAfter: .seconds(1)), elapsed: .zero, isReachable: true)
+                == .retryAfter(.seconds(5))
+        )
+        #expect(
+            engine.attemptFinished(
+                .response(status: 503, retryAfter: .seconds(86_400)),
+                elapsed: .zero,
+                isReachable: true
+            ) == .retryAfter(RetryEngine.maximumRetryAfter)
+        )
+        var ignoring = RetryEngine(
+            configuration: AutoRetryConfiguration(breakTime: .seconds(5), honorsRetryAfter: false),
+            isIdempotent: true
+        )
+        #expect(
+            ignoring.attemptFinished(
+                .response(status: 429, retryAfter: .seconds(30)),
+                elapsed: .zero,
+                isReachable: true
+            ) == .retryAfter(.seconds(5))
+        )
     }
 
     @Test("Retry-After values: seconds, HTTP dates, garbage")
@@ -109,12 +142,19 @@ struct RetryEngineTests {
         }
         #expect(engine.retryCount == 0)
         // Reported reachable (or unknown) yet failing offline: a normal, attempt-spending retry.
-        #expect(engine.attemptFinished(.failure(offline), elapsed: .zero, isReachable: true) == .retryAfter(.seconds(5)))
+        #expect(
+            engine.attemptFinished(.failure(offline), elapsed: .zero, isReachable: true) == .retryAfter(.seconds(5))
+        )
         #expect(engine.attemptFinished(.failure(offline), elapsed: .zero, isReachable: nil) == .deliver)
         #expect(engine.retryCount == 1)
         var foreground = RetryEngine(
-            configuration: AutoRetryConfiguration(maxRetryCount: 1, enableBackgroundRetry: false), isIdempotent: true)
-        #expect(foreground.attemptFinished(.failure(offline), elapsed: .zero, isReachable: false) == .retryAfter(.seconds(5)))
+            configuration: AutoRetryConfiguration(maxRetryCount: 1, enableBackgroundRetry: false),
+            isIdempotent: true
+        )
+        #expect(
+            foreground.attemptFinished(.failure(offline), elapsed: .zero, isReachable: false)
+                == .retryAfter(.seconds(5))
+        )
         #expect(foreground.attemptFinished(.failure(offline), elapsed: .zero, isReachable: false) == .deliver)
         var strict = RetryEngine(configuration: AutoRetryConfiguration(failWhenNotReachable: true), isIdempotent: true)
         #expect(strict.attemptFinished(.failure(offline), elapsed: .zero, isReachable: false) == .deliver)
@@ -135,9 +175,20 @@ struct RetryEngineTests {
     @Test("maxTotalDuration stops retries that would run past it")
     func totalDuration() {
         var engine = RetryEngine(
-            configuration: AutoRetryConfiguration(breakTime: .seconds(5), maxTotalDuration: .seconds(12)), isIdempotent: true)
-        #expect(engine.attemptFinished(.response(status: 503, retryAfter: nil), elapsed: .seconds(1), isReachable: true) == .retryAfter(.seconds(5)))
-        #expect(engine.attemptFinished(.response(status: 503, retryAfter: nil), elapsed: .seconds(6), isReachable: true) == .retryAfter(.seconds(5)))
-        #expect(engine.attemptFinished(.response(status: 503, retryAfter: nil), elapsed: .seconds(11), isReachable: true) == .deliver)
+            configuration: AutoRetryConfiguration(breakTime: .seconds(5), maxTotalDuration: .seconds(12)),
+            isIdempotent: true
+        )
+        #expect(
+            engine.attemptFinished(.response(status: 503, retryAfter: nil), elapsed: .seconds(1), isReachable: true)
+                == .retryAfter(.seconds(5))
+        )
+        #expect(
+            engine.attemptFinished(.response(status: 503, retryAfter: nil), elapsed: .seconds(6), isReachable: true)
+                == .retryAfter(.seconds(5))
+        )
+        #expect(
+            engine.attemptFinished(.response(status: 503, retryAfter: nil), elapsed: .seconds(11), isReachable: true)
+                == .deliver
+        )
     }
 }

@@ -81,7 +81,11 @@ struct SessionRetryTests {
     func exhaustion(retries: Int) async throws {
         stub.stub(.get, "/down", .status(.serviceUnavailable))
         let task = Task {
-            await Flaky("https://api.example.com/down", session: session, retry: .init(breakTime: .seconds(1), maxRetryCount: retries)).response()
+            await Flaky(
+                "https://api.example.com/down",
+                session: session,
+                retry: .init(breakTime: .seconds(1), maxRetryCount: retries)
+            ).response()
         }
         for attempt in 1...retries + 1 where attempt <= retries {
             await eventually { clock.waiterCount == 1 && stub.requests.count == attempt }
@@ -96,7 +100,10 @@ struct SessionRetryTests {
     @Test("429 with Retry-After: 30 waits 30 s, not breakTime")
     func retryAfterObeyed() async throws {
         stub.stub(.get, "/limited", StubResponse(status: .tooManyRequests, headers: [.retryAfter: "30"]), .status(.ok))
-        let task = Task { await Flaky("https://api.example.com/limited", session: session, retry: .init(breakTime: .seconds(1))).response() }
+        let task = Task {
+            await Flaky("https://api.example.com/limited", session: session, retry: .init(breakTime: .seconds(1)))
+                .response()
+        }
         await eventually { clock.waiterCount == 1 }
         clock.advance(by: .seconds(29))
         #expect(stub.requests.count == 1)
@@ -127,7 +134,9 @@ struct SessionRetryTests {
     func failFast() async throws {
         reachability.set(.unreachable)
         let response = await Flaky(
-            "https://api.example.com/feed", session: session, retry: .init(failWhenNotReachable: true)
+            "https://api.example.com/feed",
+            session: session,
+            retry: .init(failWhenNotReachable: true)
         ).response()
         #expect(response.error == .notConnected)
         #expect(stub.requests.isEmpty)
@@ -158,7 +167,10 @@ struct SessionRetryTests {
     @Test("a POST with IdempotentRequestType retries with the same Idempotency-Key")
     func idempotencyKey() async throws {
         stub.stub(.post, "/orders", .status(.badGateway), .status(.created))
-        let task = Task { await CreateOrder("https://api.example.com/orders", session: session, retry: .init(breakTime: .seconds(1))).response() }
+        let task = Task {
+            await CreateOrder("https://api.example.com/orders", session: session, retry: .init(breakTime: .seconds(1)))
+                .response()
+        }
         await eventually { clock.waiterCount == 1 }
         clock.advance(by: .seconds(1))
         #expect(await task.value.status == .created)
@@ -170,7 +182,8 @@ struct SessionRetryTests {
     @Test("a POST without a key is not retried on a retryable status")
     func postNotRetried() async throws {
         stub.stub(.post, "/pay", .status(.serviceUnavailable))
-        let response = await Flaky("https://api.example.com/pay", method: .post, session: session, retry: .init()).response()
+        let response = await Flaky("https://api.example.com/pay", method: .post, session: session, retry: .init())
+            .response()
         #expect(response.status == .serviceUnavailable)
         #expect(stub.requests.count == 1)
     }
@@ -184,7 +197,10 @@ struct LoopbackRetryTests {
             let clock = ManualClock()
             let session = Session(clock: clock)
             server.script("/orders", [.status(503), .status(503), .ok("done")])
-            let task = Task { await Flaky(server.baseURL + "/orders", session: session, retry: .init(breakTime: .seconds(2))).response() }
+            let task = Task {
+                await Flaky(server.baseURL + "/orders", session: session, retry: .init(breakTime: .seconds(2)))
+                    .response()
+            }
             for attempt in 1...2 {
                 await eventually { clock.waiterCount == 1 && server.requests(path: "/orders").count == attempt }
                 clock.advance(by: .seconds(2))
@@ -202,7 +218,10 @@ struct LoopbackRetryTests {
             let clock = ManualClock()
             let session = Session(clock: clock)
             server.script("/limited", [.status(429, retryAfter: "7"), .ok("ok")])
-            let task = Task { await Flaky(server.baseURL + "/limited", session: session, retry: .init(breakTime: .seconds(1))).response() }
+            let task = Task {
+                await Flaky(server.baseURL + "/limited", session: session, retry: .init(breakTime: .seconds(1)))
+                    .response()
+            }
             await eventually { clock.waiterCount == 1 }
             clock.advance(by: .seconds(6))
             #expect(server.requests(path: "/limited").count == 1)
@@ -217,14 +236,22 @@ struct LoopbackRetryTests {
             let clock = ManualClock()
             let session = Session(clock: clock)
             server.script("/get-me", [.resetBeforeResponse, .ok("second")])
-            let get = Task { await Flaky(server.baseURL + "/get-me", session: session, retry: .init(breakTime: .seconds(1))).response() }
+            let get = Task {
+                await Flaky(server.baseURL + "/get-me", session: session, retry: .init(breakTime: .seconds(1)))
+                    .response()
+            }
             await eventually { clock.waiterCount == 1 }
             clock.advance(by: .seconds(1))
             #expect(await get.value.data == Data("second".utf8))
             #expect(server.requests(path: "/get-me").count == 2)
 
             server.script("/post-me", [.resetBeforeResponse, .ok("second")])
-            let post = await Flaky(server.baseURL + "/post-me", method: .post, session: session, retry: .init(breakTime: .seconds(1))).response()
+            let post = await Flaky(
+                server.baseURL + "/post-me",
+                method: .post,
+                session: session,
+                retry: .init(breakTime: .seconds(1))
+            ).response()
             #expect(post.error?.code == .connectionLost)
             #expect(server.requests(path: "/post-me").count == 1)
         }
@@ -237,7 +264,14 @@ struct LoopbackRetryTests {
         await first.shutdown()
         let clock = ManualClock()
         let session = Session(clock: clock)
-        let task = Task { await Flaky("http://127.0.0.1:\(port)/post", method: .post, session: session, retry: .init(breakTime: .seconds(3))).response() }
+        let task = Task {
+            await Flaky(
+                "http://127.0.0.1:\(port)/post",
+                method: .post,
+                session: session,
+                retry: .init(breakTime: .seconds(3))
+            ).response()
+        }
         await eventually { clock.waiterCount == 1 }
         let second = try await BrickTestServer.start(port: port)
         clock.advance(by: .seconds(3))

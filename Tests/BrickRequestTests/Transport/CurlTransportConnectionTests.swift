@@ -302,12 +302,19 @@ struct HandleReuseTests {
             let progressCalls = Delivered<Int64>()
             let sequence: [TransportRequest] = [
                 try TransportRequest(
-                    method: .put, url: server.baseURL + "/anything/1", headers: [("X-Only-First", "1")],
+                    method: .put,
+                    url: server.baseURL + "/anything/1",
+                    headers: [("X-Only-First", "1")],
                     body: .data(Data("put-body".utf8)),
-                    options: .init(timeout: .seconds(5), progress: { progressCalls.add($0.bytesSent) })),
+                    options: .init(timeout: .seconds(5), progress: { progressCalls.add($0.bytesSent) })
+                ),
                 try TransportRequest(method: .get, url: server.baseURL + "/anything/2"),
                 try TransportRequest(method: .head, url: server.baseURL + "/anything/3"),
-                try TransportRequest(method: .post, url: server.baseURL + "/anything/4", body: .data(Data("post".utf8))),
+                try TransportRequest(
+                    method: .post,
+                    url: server.baseURL + "/anything/4",
+                    body: .data(Data("post".utf8))
+                ),
                 try TransportRequest(method: .delete, url: server.baseURL + "/anything/5"),
                 try TransportRequest(method: .get, url: server.baseURL + "/delay/0.3"),
             ]

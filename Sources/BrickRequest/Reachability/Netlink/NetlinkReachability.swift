@@ -1,6 +1,6 @@
+internal import CNetlink
 import Foundation
 import Synchronization
-internal import CNetlink
 
 /// Reachability from the Linux kernel: a `NETLINK_ROUTE` socket subscribed to link, address and
 /// IPv4/IPv6 route changes.
@@ -38,7 +38,9 @@ public final class NetlinkReachability: ReachabilityMonitor {
         stopPipe = (fds[0], fds[1])
         let broadcaster = self.broadcaster
         let stop = fds[0]
-        let quiet = Int32(max(1, debounce.components.seconds * 1000 + debounce.components.attoseconds / 1_000_000_000_000_000))
+        let quiet = Int32(
+            max(1, debounce.components.seconds * 1000 + debounce.components.attoseconds / 1_000_000_000_000_000)
+        )
         // The socket is handed to the monitor thread and used only there from now on.
         nonisolated(unsafe) let owned = monitor
         let thread = Thread {
@@ -62,7 +64,8 @@ public final class NetlinkReachability: ReachabilityMonitor {
         }
         // 192.0.2.1 and 2001:db8::1 are documentation addresses: only the default route leads there.
         let defaultRoute =
-            RouteTable.isRoutable([192, 0, 2, 1]) || RouteTable.isRoutable([0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 11) + [1])
+            RouteTable.isRoutable([192, 0, 2, 1])
+            || RouteTable.isRoutable([0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 11) + [1])
         return defaultRoute ? .reachable : .unreachable
     }
 
@@ -104,7 +107,9 @@ public final class NetlinkReachability: ReachabilityMonitor {
             }
             if fds[0].revents & Int16(POLLIN) != 0 {
                 // Drain the burst; the contents do not matter, the routes are read again afterwards.
-                while buffer.withUnsafeMutableBytes({ recv(monitor.descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) > 0 {}
+                while buffer.withUnsafeMutableBytes({
+                    recv(monitor.descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
+                }) > 0 {}
                 pending = true
             } else if fds[0].revents != 0 {
                 return

@@ -1,5 +1,5 @@
-import Foundation
 internal import CNetlink
+import Foundation
 
 /// A `NETLINK_ROUTE` socket for one request/response exchange with the kernel's routing tables.
 /// Used on the calling thread only, and closed when released.

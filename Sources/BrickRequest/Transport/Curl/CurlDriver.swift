@@ -359,7 +359,10 @@ final class CurlDriver: @unchecked Sendable {
         easy.set(CURLOPT_READDATA, pointer: pointer)
         easy.set(CURLOPT_SEEKDATA, pointer: pointer)
         easy.set(CURLOPT_XFERINFODATA, pointer: pointer)
-        easy.set(CURLOPT_TIMEOUT_MS, (options.timeout ?? configuration.requestTimeout).map { max(1, $0.milliseconds) } ?? 0)
+        easy.set(
+            CURLOPT_TIMEOUT_MS,
+            (options.timeout ?? configuration.requestTimeout).map { max(1, $0.milliseconds) } ?? 0
+        )
         transfer.limit = options.maxResponseSize ?? configuration.maxResponseSize
         easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: transfer.limit)
         let secure = request.head.scheme == "https"
