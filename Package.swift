@@ -65,7 +65,7 @@ let package = Package(
     ]
 )
 
-// Upcoming language features for every target (swift-log's pattern). No unsafeFlags.
+// Upcoming language features for every target (swift-log's pattern); no unsafe compiler flags.
 for target in package.targets where target.type != .system {
     var settings = target.swiftSettings ?? []
     settings.append(.enableUpcomingFeature("ExistentialAny"))

@@ -31,23 +31,16 @@ extension Session {
         lifecycle: RequestLifecycle,
         handler: @escaping @Sendable (Response<Value, BrickError>) -> Void
     ) {
-        guard lifecycle.begin() else {
-            logger.warning("resume() on a request that already ran or was cancelled; ignored")
-            return
-        }
         let request: TransportRequest
-        switch prepared.rendered {
-        case .failure(let error):
-            _ = lifecycle.complete()
-            report(renderError: error)
-            callbacks.submit { handler(Response(request: nil, result: .failure(error), transportResponse: nil)) }
-            return
-        case .success(let rendered):
+        switch admit(prepared, lifecycle: lifecycle) {
+        case .proceed(let rendered):
             request = rendered
-        }
-        if let refusal = refuseIfUnreachable(request, prepared: prepared) {
-            _ = lifecycle.complete()
-            callbacks.submit { handler(Response(request: request, result: .failure(refusal), transportResponse: nil)) }
+        case .finished(let response):
+            guard let response else {
+                logger.warning("resume() on a request that already ran or was cancelled; ignored")
+                return
+            }
+            callbacks.submit { handler(response) }
             return
         }
         if prepared.authenticator != nil {
@@ -84,24 +77,41 @@ extension Session {
         _ prepared: PreparedRequest<Value>,
         lifecycle: RequestLifecycle
     ) async -> Response<Value, BrickError> {
-        guard lifecycle.begin() else {
+        switch admit(prepared, lifecycle: lifecycle) {
+        case .proceed(let request):
+            return await run(prepared, request: request, lifecycle: lifecycle)
+        case .finished(let response):
             let error = BrickError(.cancelled, message: "the request already ran or was cancelled")
-            return Response(request: nil, result: .failure(error), transportResponse: nil)
+            return response ?? Response(request: nil, result: .failure(error), transportResponse: nil)
         }
-        let request: TransportRequest
+    }
+
+    private enum Admission<Value: Sendable> {
+        /// Send this request.
+        case proceed(TransportRequest)
+        /// Done before sending: deliver this response (`nil`: the request had already run).
+        case finished(Response<Value, BrickError>?)
+    }
+
+    /// The checks before the first attempt, shared by both entry points: a request runs once, a
+    /// rendering error is delivered, and `failWhenNotReachable` refuses an unreachable destination.
+    private func admit<Value: Sendable>(
+        _ prepared: PreparedRequest<Value>,
+        lifecycle: RequestLifecycle
+    ) -> Admission<Value> {
+        guard lifecycle.begin() else { return .finished(nil) }
         switch prepared.rendered {
         case .failure(let error):
             _ = lifecycle.complete()
             report(renderError: error)
-            return Response(request: nil, result: .failure(error), transportResponse: nil)
-        case .success(let rendered):
-            request = rendered
+            return .finished(Response(request: nil, result: .failure(error), transportResponse: nil))
+        case .success(let request):
+            if let refusal = refuseIfUnreachable(request, prepared: prepared) {
+                _ = lifecycle.complete()
+                return .finished(Response(request: request, result: .failure(refusal), transportResponse: nil))
+            }
+            return .proceed(request)
         }
-        if let refusal = refuseIfUnreachable(request, prepared: prepared) {
-            _ = lifecycle.complete()
-            return Response(request: request, result: .failure(refusal), transportResponse: nil)
-        }
-        return await run(prepared, request: request, lifecycle: lifecycle)
     }
 
     /// The whole exchange: attempts, retries, and the final validation and serialization.

@@ -13,7 +13,7 @@ import Synchronization
 /// `@unchecked Sendable`: `inbox` is guarded by its `Mutex`; the multi handle, the easy handles and
 /// every other mutable field are touched on the driver thread only (`curl_multi_wakeup`, documented
 /// as callable from any thread, is the one exception).
-final class CurlDriver: @unchecked Sendable {
+final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl handles and driver state on the driver thread only
     enum Command {
         case start(Transfer)
         case cancel(Transfer)

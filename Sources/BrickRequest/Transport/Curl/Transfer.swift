@@ -7,7 +7,7 @@ import HTTPTypes
 ///
 /// `@unchecked Sendable` because a `Transfer` is created on a caller's thread and then handed to the
 /// driver thread; after `start`, every mutable field is touched on the driver thread only.
-final class Transfer: @unchecked Sendable {
+final class Transfer: @unchecked Sendable {  // mutable state touched only on the curl driver thread after start
     enum State { case pending, active, done }
 
     let completion: @Sendable (Result<TransportResponse, TransportError>) -> Void
