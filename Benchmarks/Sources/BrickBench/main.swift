@@ -48,7 +48,7 @@ let session = Session(
 )
 
 /// The benchmark's endpoint: a validated GET whose body is read as `Data`.
-final class BenchGet: Component, GETRequestType, ValidatedResponseType, DataResponseType {
+final class BenchGet: Component, GETRequestType, NonAutoRetryType, ValidatedResponseType, DataResponseType {
     let urlString: String
     let session: Session
     init(url: String, session: Session) {
@@ -66,60 +66,44 @@ do {
     exit(2)
 }
 
-/// Counters touched only on the transport's driver thread, where every completion runs.
-final class Counters: @unchecked Sendable {  // only the curl driver thread mutates it; `done` publishes the end
+/// Progress of a run. After the first wave, only the thread where completions run (the driver
+/// thread, or the session's serial callback queue) touches it.
+final class Counters: @unchecked Sendable {  // one completion thread or serial queue mutates it; `done` publishes the end
     var started = 0
     var ok = 0
     var failed = 0
-    var lastError: TransportError?
+    var lastError: String?
     let done = DispatchSemaphore(value: 0)
-}
+    let total: Int
 
-let counters = Counters()
+    init(total: Int) { self.total = total }
 
-@Sendable func launch() {
-    _ = transport.start(request) { result in
-        switch result {
-        case .success(let response) where response.status == .ok: counters.ok += 1
-        case .success: counters.failed += 1
-        case .failure(let error):
-            counters.failed += 1
-            counters.lastError = error
+    /// Records one outcome; returns whether another request should be started.
+    func record(ok success: Bool, error: (any Error)? = nil) -> Bool {
+        if success { ok += 1 } else { failed += 1 }
+        if let error { lastError = "\(error)" }
+        if ok + failed == total {
+            done.signal()
+            return false
         }
-        if counters.ok + counters.failed == requests {
-            counters.done.signal()
-        } else if counters.started < requests {
-            counters.started += 1
-            launch()
-        }
+        guard started < total else { return false }
+        started += 1
+        return true
     }
 }
 
-/// Counters for the callback mode, touched only where handlers run (one serial queue or the driver thread).
-final class BrickCounters: @unchecked Sendable {  // only the session's serial callback queue (or the driver thread) mutates it after the first wave
-    var started = 0
-    var ok = 0
-    var failed = 0
-    var lastError: BrickError?
-    let done = DispatchSemaphore(value: 0)
-}
+let counters = Counters(total: requests)
 
-let brickCounters = BrickCounters()
+@Sendable func launch() {
+    _ = transport.start(request) { result in
+        let ok = (try? result.get())?.status == .ok
+        if counters.record(ok: ok, error: result.failure) { launch() }
+    }
+}
 
 @Sendable func launchBrick() {
     BenchGet(url: url, session: session).response { response in
-        switch response.result {
-        case .success: brickCounters.ok += 1
-        case .failure(let error):
-            brickCounters.failed += 1
-            brickCounters.lastError = error
-        }
-        if brickCounters.ok + brickCounters.failed == requests {
-            brickCounters.done.signal()
-        } else if brickCounters.started < requests {
-            brickCounters.started += 1
-            launchBrick()
-        }
+        if counters.record(ok: response.error == nil, error: response.error) { launchBrick() }
     }.resume()
 }
 
@@ -162,19 +146,12 @@ var okCount = 0
 var failedCount = 0
 var lastError: String?
 switch mode {
-case "transport":
-    // The first wave is started from this thread; every later request from the driver thread.
-    counters.started = wave  // written before any transfer exists; afterwards only the driver thread touches it
-    for _ in 0..<wave { launch() }
+case "transport", "callback":
+    // The first wave is started from this thread; every later request from where completions run.
+    counters.started = wave  // written before any request exists; afterwards only the completion thread touches it
+    for _ in 0..<wave { mode == "transport" ? launch() : launchBrick() }
     counters.done.wait()
-    (okCount, failedCount, lastError) = (counters.ok, counters.failed, counters.lastError.map { "\($0)" })
-case "callback":
-    brickCounters.started = wave  // written before any request exists; afterwards only the callback queue touches it
-    for _ in 0..<wave { launchBrick() }
-    brickCounters.done.wait()
-    (okCount, failedCount, lastError) = (
-        brickCounters.ok, brickCounters.failed, brickCounters.lastError.map { "\($0)" }
-    )
+    (okCount, failedCount, lastError) = (counters.ok, counters.failed, counters.lastError)
 case "async":
     let result = await runAsync()
     (okCount, failedCount, lastError) = (result.ok, result.failed, result.lastError.map { "\($0)" })
@@ -190,3 +167,10 @@ if let lastError {
 print(
     "requests=\(requests) ok=\(okCount) failed=\(failedCount) seconds=\(String(format: "%.3f", seconds)) rps=\(String(format: "%.1f", Double(okCount + failedCount) / seconds))"
 )
+
+extension Result {
+    var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}
