@@ -76,4 +76,13 @@ static inline void ccurl_openssl_no_atexit(void) {
 /* Ignore SIGPIPE process-wide: with CURLOPT_NOSIGNAL libcurl no longer does it per call. */
 static inline void ccurl_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
 
+/* One iteration of a spin-wait: tells the CPU (and a hypervisor) that this thread is waiting. */
+static inline void ccurl_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 #endif

@@ -35,6 +35,10 @@ if environment["BRICK_BENCH_DEFAULTS"] == nil {
     configuration.userAgent = nil
     configuration.automaticDecompression = false
 }
+// BRICK_BENCH_HANDOFF_SPIN_US overrides CurlTransport.Configuration.handOffSpin (microseconds).
+if let spin = environment["BRICK_BENCH_HANDOFF_SPIN_US"].flatMap(Int.init) {
+    configuration.handOffSpin = .microseconds(spin)
+}
 let transport = CurlTransport(configuration: configuration)
 // BRICK_BENCH_CALLBACK_QUEUE=transport runs response(_:) handlers on the transport's thread
 // (CallbackQueue.transportThread, for handlers that never block); the default is the session's own

@@ -183,6 +183,35 @@ struct CurlTransportConnectionTests {
         }
     }
 
+    @Test(
+        "a follow-up started from another thread right after each completion is never lost",
+        arguments: [Duration.zero, .microseconds(50), .milliseconds(20)]
+    )
+    func handOffChain(spin: Duration) async throws {
+        try await withServer { server in
+            var configuration = CurlTransport.Configuration()
+            configuration.handOffSpin = spin
+            let transport = CurlTransport(configuration: configuration)
+            let request = try get(server.baseURL + "/bytes/16")
+            let handOff = DispatchQueue(label: "hand-off")
+            let results = ResultsBox()
+            // Each completion hands off to another thread, which starts the next request: the
+            // driver is then either spinning (it must notice) or asleep in poll (it must be woken).
+            @Sendable func chain(_ remaining: Int) {
+                _ = transport.start(request) { result in
+                    results.add(result)
+                    guard remaining > 1 else { return }
+                    handOff.async { chain(remaining - 1) }
+                }
+            }
+            chain(200)
+            await results.wait(count: 200)
+            #expect(results.all.allSatisfy { (try? $0.get())?.status == .ok })
+            #expect(server.requestCount == 200)
+            #expect(server.connectionCount == 1)
+        }
+    }
+
     @Test("1,000 concurrent GETs all succeed with correct bodies")
     func thousandConcurrent() async throws {
         try await withServer { server in

@@ -31,6 +31,10 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
     }
 
     private let inbox = Mutex(Inbox())
+    /// Bumped after every submission from another thread: what the driver watches while it spins.
+    private let submissions = Atomic<UInt64>(0)
+    /// ``CurlTransport/Configuration/handOffSpin`` in nanoseconds.
+    private let spinNanoseconds: UInt64
     private let multi: UnsafeMutableRawPointer
     private let configuration: CurlTransport.Configuration
     /// C strings set on every transfer, converted once (libcurl copies them).
@@ -50,6 +54,10 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
         CurlGlobal.initialize()
         self.configuration = configuration
         self.constantStrings = ConstantStrings(proxy: proxy, userAgent: configuration.userAgent)
+        let spin = configuration.handOffSpin.components
+        self.spinNanoseconds =
+            spin.seconds < 0 || (spin.seconds == 0 && spin.attoseconds <= 0)
+            ? 0 : UInt64(min(spin.seconds, 1)) * 1_000_000_000 + UInt64(spin.attoseconds / 1_000_000_000)
         self.multi = curl_multi_init()!
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, 2 /* CURLPIPE_MULTIPLEX */)
         if let max = configuration.maxConnections {
@@ -87,6 +95,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
             defer { inbox.sleeping = false }
             return inbox.sleeping
         }
+        submissions.add(1, ordering: .releasing)
         if wake { curl_multi_wakeup(multi) }
     }
 
@@ -98,8 +107,9 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
             processCommands()
             if !running { break }
             curl_multi_perform(multi, &runningHandles)
-            readCompletions()
+            let handedOff = readCompletions()
             if !local.isEmpty { continue }
+            if handedOff && active.isEmpty && spinNanoseconds > 0 && awaitFollowUp() { continue }
             let sleep = inbox.withLock { inbox -> Bool in
                 if inbox.commands.isEmpty {
                     inbox.sleeping = true
@@ -179,8 +189,11 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
         curl_multi_add_handle(multi, easy.raw)
     }
 
-    private func readCompletions() {
+    /// Delivers finished transfers; returns whether any completion ran without submitting a
+    /// follow-up on this thread (its code probably handed the outcome to another thread).
+    private func readCompletions() -> Bool {
         var remaining: Int32 = 0
+        var delivered = false
         while let message = curl_multi_info_read(multi, &remaining) {
             guard message.pointee.msg == CURLMSG_DONE else { continue }
             let code = message.pointee.data.result
@@ -188,7 +201,30 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
             _ = ccurl_easy_getinfo_ptr(message.pointee.easy_handle, CURLINFO_PRIVATE, &privateData)
             let transfer = Transfer.from(privateData)
             completed(transfer, code: code)
+            delivered = true
         }
+        return delivered && local.isEmpty
+    }
+
+    /// With nothing in flight after handing completions off, waits up to ``spinNanoseconds`` for
+    /// another thread to submit the follow-up request, so that it needs no `curl_multi_wakeup`.
+    /// Returns whether a submission arrived.
+    private func awaitFollowUp() -> Bool {
+        let seen = submissions.load(ordering: .acquiring)
+        let deadline = Self.monotonicNanoseconds() &+ spinNanoseconds
+        while true {
+            for _ in 0..<32 {
+                if submissions.load(ordering: .acquiring) != seen { return true }
+                ccurl_cpu_relax()
+            }
+            if Self.monotonicNanoseconds() >= deadline { return false }
+        }
+    }
+
+    private static func monotonicNanoseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
     }
 
     private func completed(_ transfer: Transfer, code: CURLcode) {
