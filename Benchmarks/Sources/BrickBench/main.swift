@@ -9,6 +9,7 @@
 //              rendered, sent, validated and serialized, its handler run through response(_:) on the
 //              session's callback queue, which starts the next request
 //   async      the same brick through `try await request.value`, CONCURRENCY tasks in a task group
+//              (BRICK_BENCH_EXECUTOR=transport: the tasks prefer CurlTransport.taskExecutor)
 //   transport  CurlTransport.start with completions on the driver thread (the floor of the stack)
 // BENCH_CA_FILE, when set, is trusted for https (compare.sh exports the server's certificate).
 import BrickRequest
@@ -112,12 +113,14 @@ let counters = Counters(total: requests)
 }
 
 func runAsync() async -> (ok: Int, failed: Int, lastError: BrickError?) {
-    await withTaskGroup(of: (Int, Int, BrickError?).self) { group in
+    let executor: (any TaskExecutor)? =
+        environment["BRICK_BENCH_EXECUTOR"] == "transport" ? transport.taskExecutor : nil
+    return await withTaskGroup(of: (Int, Int, BrickError?).self) { group in
         let perTask = requests / concurrency
         let extra = requests % concurrency
         for index in 0..<min(concurrency, requests) {
             let count = perTask + (index < extra ? 1 : 0)
-            group.addTask {
+            group.addTask(executorPreference: executor) {
                 var ok = 0
                 var failed = 0
                 var lastError: BrickError?

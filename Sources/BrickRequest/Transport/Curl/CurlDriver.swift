@@ -17,12 +17,16 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
     enum Command {
         case start(Transfer)
         case cancel(Transfer)
+        /// A job of a task that prefers ``CurlTransport/taskExecutor``.
+        case job(UnownedJob)
         case shutdown
     }
 
     struct Inbox {
         var commands: [Command] = []
         var sleeping = false
+        /// Set once the loop has ended: later jobs go to the global executor instead.
+        var stopped = false
     }
 
     struct Statistics {
@@ -41,6 +45,9 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
     private let constantStrings: ConstantStrings
     private let statistics = Mutex(Statistics())
     private var thread = pthread_t()
+    /// Runs tasks on this thread (``CurlTransport/taskExecutor``). Created before the thread starts,
+    /// then read only there; dropped when the loop ends, which breaks the driver ⇄ executor cycle.
+    @exclusivity(unchecked) private(set) var executor: CurlTaskExecutor?
 
     // Driver-thread state. Unchecked exclusivity: a single thread touches it (perf rule 3).
     @exclusivity(unchecked) private var local: [Command] = []
@@ -66,6 +73,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
         if let max = configuration.maxConnectionsPerHost {
             _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max)
         }
+        executor = CurlTaskExecutor(driver: self)
         let retained = Unmanaged.passRetained(self).toOpaque()
         let result = pthread_create(
             &thread,
@@ -86,17 +94,29 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
     // MARK: - Submitting (any thread)
 
     func submit(_ command: Command) {
-        if pthread_equal(pthread_self(), thread) != 0 {
+        if pthread_equal(pthread_self(), thread) != 0 && running {
             local.append(command)
             return
         }
-        let wake = inbox.withLock { inbox -> Bool in
+        let wake = inbox.withLock { inbox -> Bool? in
+            if inbox.stopped { return nil }
             inbox.commands.append(command)
             defer { inbox.sleeping = false }
             return inbox.sleeping
         }
+        guard let wake else {
+            // The loop has ended: only a job still needs somewhere to run.
+            if case .job(let job) = command { Self.runElsewhere(job) }
+            return
+        }
         submissions.add(1, ordering: .releasing)
         if wake { curl_multi_wakeup(multi) }
+    }
+
+    /// Runs a task's job that arrived after the loop ended on the global concurrent executor, so
+    /// the task is never stranded.
+    private static func runElsewhere(_ job: UnownedJob) {
+        globalConcurrentExecutor.enqueue(ExecutorJob(job))
     }
 
     // MARK: - The loop (driver thread)
@@ -157,6 +177,12 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
             case .active:
                 let sent = transfer.easy.map { $0.long(CURLINFO_REQUEST_SIZE) > 0 } ?? false
                 finish(transfer, .failure(TransportError(.cancelled, message: "cancelled", requestBytesSent: sent)))
+            }
+        case .job(let job):
+            if let executor {
+                job.runSynchronously(on: executor.asUnownedTaskExecutor())
+            } else {
+                Self.runElsewhere(job)
             }
         case .shutdown:
             running = false
@@ -315,12 +341,18 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
 
     private func tearDown() {
         for command in inbox.withLock({ inbox -> [Command] in
+            inbox.stopped = true
             defer { inbox.commands.removeAll() }
             return inbox.commands
         }) + local {
-            if case .start(let transfer) = command, transfer.state == .pending {
+            switch command {
+            case .start(let transfer) where transfer.state == .pending:
                 transfer.state = .done
                 transfer.completion(.failure(TransportError(.shutdown, message: "the transport was shut down")))
+            case .job(let job):
+                Self.runElsewhere(job)
+            default:
+                break
             }
         }
         local.removeAll()
@@ -332,6 +364,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
         publishStatistics()
         curl_multi_cleanup(multi)
         constantStrings.free()
+        executor = nil
     }
 
     // MARK: - Per-transfer configuration
@@ -623,5 +656,19 @@ extension Duration {
     var milliseconds: Int {
         let (seconds, attoseconds) = components
         return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+    }
+}
+
+/// A `TaskExecutor` whose jobs run on a ``CurlDriver``'s thread, between rounds of
+/// `curl_multi_perform`: a task that prefers it resumes after each response with no thread hop.
+final class CurlTaskExecutor: TaskExecutor {
+    /// Strong: jobs enqueued after the driver's loop ended still reach it (and are sent to the
+    /// global executor from there).
+    private let driver: CurlDriver
+
+    init(driver: CurlDriver) { self.driver = driver }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        driver.submit(.job(UnownedJob(job)))
     }
 }

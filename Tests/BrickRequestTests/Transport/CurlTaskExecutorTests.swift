@@ -1,0 +1,90 @@
+import BrickRequest
+import BrickTestServer
+import Foundation
+import Synchronization
+import Testing
+
+/// A GET brick on a session of the test's own, for running through the transport's executor.
+final class ExecutorEcho: Component, GETRequestType, NonAutoRetryType, ValidatedResponseType, JSONResponseType {
+    let urlString: String
+    let session: Session
+    init(url: String, session: Session) {
+        self.urlString = url
+        self.session = session
+        super.init()
+    }
+}
+
+/// The calling thread, as a number that can be compared across threads.
+private func currentThread() -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(bitPattern: pthread_self()))) }
+
+@Suite("CurlTransport.taskExecutor")
+struct CurlTaskExecutorTests {
+    @Test("a task that prefers the executor resumes on the thread where completions run")
+    func resumesOnDriverThread() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            let request = try get(server.baseURL + "/bytes/8")
+            let completionThread = Mutex<UInt>(0)
+            _ = try await transport.send(request)
+            _ = await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                _ = transport.start(request) { _ in
+                    completionThread.withLock { $0 = currentThread() }
+                    continuation.resume()
+                }
+            }
+            let driverThread = completionThread.withLock { $0 }
+            let threads = try await Task(executorPreference: transport.taskExecutor) {
+                var seen: [UInt] = [currentThread()]
+                for _ in 0..<20 {
+                    let response = try await transport.send(request)
+                    #expect(response.status == .ok)
+                    seen.append(currentThread())
+                }
+                return seen
+            }.value
+            #expect(driverThread != 0)
+            #expect(threads.allSatisfy { $0 == driverThread })
+            #expect(server.requestCount == 22)
+        }
+    }
+
+    @Test("bricks awaited from tasks on the executor run the whole pipeline")
+    func bricksThroughExecutor() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            let session = Session(transport: transport)
+            let url = server.baseURL + "/anything"
+            let methods = try await withThrowingTaskGroup(of: [String].self) { group in
+                for _ in 0..<8 {
+                    group.addTask(executorPreference: transport.taskExecutor) {
+                        var methods: [String] = []
+                        for _ in 0..<25 {
+                            let echo = try await ExecutorEcho(url: url, session: session).value
+                            methods.append(echo["method"].string ?? "?")
+                        }
+                        return methods
+                    }
+                }
+                var all: [String] = []
+                for try await methods in group { all += methods }
+                return all
+            }
+            #expect(methods.count == 200)
+            #expect(methods.allSatisfy { $0 == "GET" })
+            #expect(server.requestCount == 200)
+        }
+    }
+
+    @Test("after the transport shuts down, tasks that prefer its executor still run")
+    func outlivesTransport() async throws {
+        var transport: CurlTransport? = CurlTransport()
+        let executor = try #require(transport?.taskExecutor)
+        transport = nil
+        let value = await Task(executorPreference: executor) {
+            await Task.yield()
+            return 42
+        }.value
+        #expect(value == 42)
+    }
+}
