@@ -9,11 +9,13 @@ extension ResponseType where Self: Component {
     @discardableResult
     public func response(_ handler: @escaping @Sendable (Response<SerializedObject, BrickError>) -> Void) -> Self {
         let lifecycle = self.lifecycle
+        let serializer = responseSerializer
+        let deliver: @Sendable (Outcome) -> Void = { handler($0.response(serializer)) }
         pendingStart = { [unowned self] session in
-            session.execute(PreparedRequest(self), lifecycle: lifecycle, handler: handler)
+            session.execute(PreparedRequest(self), lifecycle: lifecycle, handler: deliver)
         }
         let session = self.session
-        pendingCancel = { session.deliverCancellation(to: handler) }
+        pendingCancel = { session.deliverCancellation(to: deliver) }
         return self
     }
 
@@ -23,7 +25,8 @@ extension ResponseType where Self: Component {
     /// - Returns: The response.
     nonisolated(nonsending) public func response() async -> Response<SerializedObject, BrickError> {
         let prepared = PreparedRequest(self)
-        return await session.perform(prepared, lifecycle: lifecycle)
+        let serializer = responseSerializer
+        return await session.perform(prepared, lifecycle: lifecycle).response(serializer)
     }
 
     /// The serialized value of a successful request.

@@ -1,16 +1,18 @@
 import Foundation
 import Logging
 
-/// What a session needs to run one request: the rendered request (or why rendering failed), the
-/// validation and the serializer. `Sendable`, built on the caller's side.
-struct PreparedRequest<Value: Sendable>: Sendable {
+/// What a session needs to run one request, apart from its serializer: the rendered request (or
+/// why rendering failed), the validation, the retry configuration and the authenticator.
+/// `Sendable`, built on the caller's side. Not generic, like the whole session pipeline: only the
+/// last step, ``Outcome/response(_:)``, knows the value type, so running a request instantiates
+/// no generic types at run time.
+struct PreparedRequest: Sendable {
     var rendered: Result<TransportRequest, BrickError>
     var validation: ResponseValidation?
-    var serializer: any ResponseSerializer<Value>
     var retry: AutoRetryConfiguration
     var authenticator: Authenticator?
 
-    init<R: ResponseType>(_ request: R) where R.SerializedObject == Value {
+    init(_ request: some RequestType) {
         let session = request.session
         do {
             rendered = .success(try RequestRenderer.render(request, session: session))
@@ -18,18 +20,45 @@ struct PreparedRequest<Value: Sendable>: Sendable {
             rendered = .failure(error)
         }
         validation = request.responseValidation
-        serializer = request.responseSerializer
         retry = request.autoRetryConfiguration
         authenticator = request.requestAuthenticator
     }
 }
 
+/// How a request ended, before serialization.
+struct Outcome: Sendable {
+    /// The rendered request, or `nil` when rendering failed.
+    var request: TransportRequest?
+    /// The response that arrived, also when it failed validation.
+    var transportResponse: TransportResponse?
+    /// Why the request failed; `nil` when ``transportResponse`` passed validation.
+    var error: BrickError?
+    var retryCount: Int = 0
+
+    /// The typed response: serializes a validated response with `serializer`.
+    func response<Value: Sendable>(_ serializer: any ResponseSerializer<Value>) -> Response<Value, BrickError> {
+        let result: Result<Value, BrickError>
+        if let error {
+            result = .failure(error)
+        } else if let transportResponse {
+            do throws(BrickError) {
+                result = .success(try serializer.serialize(transportResponse))
+            } catch {
+                result = .failure(error)
+            }
+        } else {
+            result = .failure(BrickError(.invalidResponse, message: "no response arrived"))
+        }
+        return Response(request: request, result: result, transportResponse: transportResponse, retryCount: retryCount)
+    }
+}
+
 extension Session {
     /// Runs a prepared request and calls `handler` once, through the callback queue.
-    func execute<Value: Sendable>(
-        _ prepared: PreparedRequest<Value>,
+    func execute(
+        _ prepared: PreparedRequest,
         lifecycle: RequestLifecycle,
-        handler: @escaping @Sendable (Response<Value, BrickError>) -> Void
+        handler: @escaping @Sendable (Outcome) -> Void
     ) {
         let request: TransportRequest
         switch admit(prepared, lifecycle: lifecycle) {
@@ -73,53 +102,50 @@ extension Session {
     }
 
     /// Runs a prepared request on the caller's executor; cancelling the task cancels the transfer.
-    nonisolated(nonsending) func perform<Value: Sendable>(
-        _ prepared: PreparedRequest<Value>,
+    nonisolated(nonsending) func perform(
+        _ prepared: PreparedRequest,
         lifecycle: RequestLifecycle
-    ) async -> Response<Value, BrickError> {
+    ) async -> Outcome {
         switch admit(prepared, lifecycle: lifecycle) {
         case .proceed(let request):
             return await run(prepared, request: request, lifecycle: lifecycle)
-        case .finished(let response):
+        case .finished(let outcome):
             let error = BrickError(.cancelled, message: "the request already ran or was cancelled")
-            return response ?? Response(request: nil, result: .failure(error), transportResponse: nil)
+            return outcome ?? Outcome(request: nil, transportResponse: nil, error: error)
         }
     }
 
-    private enum Admission<Value: Sendable> {
+    private enum Admission {
         /// Send this request.
         case proceed(TransportRequest)
-        /// Done before sending: deliver this response (`nil`: the request had already run).
-        case finished(Response<Value, BrickError>?)
+        /// Done before sending: deliver this outcome (`nil`: the request had already run).
+        case finished(Outcome?)
     }
 
     /// The checks before the first attempt, shared by both entry points: a request runs once, a
     /// rendering error is delivered, and `failWhenNotReachable` refuses an unreachable destination.
-    private func admit<Value: Sendable>(
-        _ prepared: PreparedRequest<Value>,
-        lifecycle: RequestLifecycle
-    ) -> Admission<Value> {
+    private func admit(_ prepared: PreparedRequest, lifecycle: RequestLifecycle) -> Admission {
         guard lifecycle.begin() else { return .finished(nil) }
         switch prepared.rendered {
         case .failure(let error):
             _ = lifecycle.complete()
             report(renderError: error)
-            return .finished(Response(request: nil, result: .failure(error), transportResponse: nil))
+            return .finished(Outcome(request: nil, transportResponse: nil, error: error))
         case .success(let request):
             if let refusal = refuseIfUnreachable(request, prepared: prepared) {
                 _ = lifecycle.complete()
-                return .finished(Response(request: request, result: .failure(refusal), transportResponse: nil))
+                return .finished(Outcome(request: request, transportResponse: nil, error: refusal))
             }
             return .proceed(request)
         }
     }
 
     /// The whole exchange: attempts, retries, and the final validation and serialization.
-    private nonisolated(nonsending) func run<Value: Sendable>(
-        _ prepared: PreparedRequest<Value>,
+    private nonisolated(nonsending) func run(
+        _ prepared: PreparedRequest,
         request: TransportRequest,
         lifecycle: RequestLifecycle
-    ) async -> Response<Value, BrickError> {
+    ) async -> Outcome {
         willStart(request)
         let result = await withTaskCancellationHandler {
             () async -> Result<Result<TransportResponse, TransportError>, BrickError> in
@@ -138,20 +164,15 @@ extension Session {
             return finish(prepared, request: request, result: outcome, lifecycle: lifecycle)
         case .failure(let error):
             _ = lifecycle.complete()
-            return Response(
-                request: request,
-                result: .failure(error),
-                transportResponse: nil,
-                retryCount: lifecycle.retryCount
-            )
+            return Outcome(request: request, transportResponse: nil, error: error, retryCount: lifecycle.retryCount)
         }
     }
 
     /// One attempt. With an authenticator: signs the request with the current credential, and on a
     /// `401` refreshes the credential (once, shared with concurrent requests) and replays once.
-    private func attempt<Value: Sendable>(
+    private func attempt(
         _ request: TransportRequest,
-        prepared: PreparedRequest<Value>,
+        prepared: PreparedRequest,
         lifecycle: RequestLifecycle
     ) async throws(BrickError) -> Result<TransportResponse, TransportError> {
         guard let authenticator = prepared.authenticator else {
@@ -185,10 +206,12 @@ extension Session {
         var signed = request
         do {
             let fields = try TransportRequest.validatedFields(credential.headers.map { ($0.key, $0.value) })
+            var head = signed.head
             for field in fields {
-                signed.head.headerFields[field.name] = nil
+                head.headerFields[field.name] = nil
             }
-            signed.head.headerFields.append(contentsOf: fields)
+            head.headerFields.append(contentsOf: fields)
+            signed.head = head
         } catch {
             throw BrickError(.authenticationFailed, message: "the credential has an invalid header", underlying: error)
         }
@@ -211,9 +234,9 @@ extension Session {
     }
 
     /// Whether the retry engine needs to look at this result (cheap: most results skip it).
-    private func mayRetry<Value: Sendable>(
+    private func mayRetry(
         _ result: Result<TransportResponse, TransportError>,
-        prepared: PreparedRequest<Value>,
+        prepared: PreparedRequest,
         lifecycle: RequestLifecycle
     ) -> Bool {
         if lifecycle.isCancelled { return false }
@@ -224,9 +247,9 @@ extension Session {
     }
 
     /// `failWhenNotReachable`: fail at once, without sending, when the destination has no route.
-    private func refuseIfUnreachable<Value: Sendable>(
+    private func refuseIfUnreachable(
         _ request: TransportRequest,
-        prepared: PreparedRequest<Value>
+        prepared: PreparedRequest
     )
         -> BrickError?
     {
@@ -240,8 +263,8 @@ extension Session {
     ///
     /// Waits (backoff delays, parking) run in child tasks registered with the lifecycle, so
     /// `cancel()` ends them at once.
-    func retryLoop<Value: Sendable>(
-        _ prepared: PreparedRequest<Value>,
+    func retryLoop(
+        _ prepared: PreparedRequest,
         request: TransportRequest,
         first: Result<TransportResponse, TransportError>,
         lifecycle: RequestLifecycle
@@ -313,8 +336,8 @@ extension Session {
     }
 
     /// Delivers a cancellation to a handler whose request was cancelled before it started.
-    func deliverCancellation<Value: Sendable>(to handler: @escaping @Sendable (Response<Value, BrickError>) -> Void) {
-        callbacks.submit { handler(Response(request: nil, result: .failure(.cancelled), transportResponse: nil)) }
+    func deliverCancellation(to handler: @escaping @Sendable (Outcome) -> Void) {
+        callbacks.submit { handler(Outcome(request: nil, transportResponse: nil, error: .cancelled)) }
     }
 
     private func willStart(_ request: TransportRequest) {
@@ -327,14 +350,14 @@ extension Session {
         for monitor in eventMonitors { monitor.requestDidFailToRender(error) }
     }
 
-    /// Validation and serialization of one outcome; runs off the transport's thread (unless the
-    /// callback queue is the transport thread).
-    private func finish<Value: Sendable>(
-        _ prepared: PreparedRequest<Value>,
+    /// Completion and validation of one outcome (serialization follows in ``Outcome/response(_:)``);
+    /// runs off the transport's thread (unless the callback queue is the transport thread).
+    private func finish(
+        _ prepared: PreparedRequest,
         request: TransportRequest,
         result: Result<TransportResponse, TransportError>,
         lifecycle: RequestLifecycle
-    ) -> Response<Value, BrickError> {
+    ) -> Outcome {
         let wasCancelled = !lifecycle.complete()
         for monitor in eventMonitors { monitor.request(request, didCompleteWith: result) }
         let retries = lifecycle.retryCount
@@ -350,7 +373,7 @@ extension Session {
                     metadata: ["method": "\(request.head.method)", "url": "\(request.urlString)", "error": "\(error)"]
                 )
             }
-            return Response(request: request, result: .failure(brickError), transportResponse: nil, retryCount: retries)
+            return Outcome(request: request, transportResponse: nil, error: brickError, retryCount: retries)
         case .success(let response):
             logger.debug(
                 "request finished",
@@ -361,20 +384,9 @@ extension Session {
             )
             do throws(BrickError) {
                 if let validation = prepared.validation { try validation.validate(response) }
-                let value = try prepared.serializer.serialize(response)
-                return Response(
-                    request: request,
-                    result: .success(value),
-                    transportResponse: response,
-                    retryCount: retries
-                )
+                return Outcome(request: request, transportResponse: response, error: nil, retryCount: retries)
             } catch {
-                return Response(
-                    request: request,
-                    result: .failure(error),
-                    transportResponse: response,
-                    retryCount: retries
-                )
+                return Outcome(request: request, transportResponse: response, error: error, retryCount: retries)
             }
         }
     }

@@ -67,16 +67,71 @@ public struct TransportRequest: Sendable {
         }
     }
 
-    /// Method, scheme, authority, path (with query) and header fields.
-    public var head: HTTPRequest
-    /// The request body, or `nil` for none.
-    public var body: RequestBody?
-    /// Per-request options.
-    public var options: Options
+    /// The fields, in one immutable box: a request is copied several times on its way (into the
+    /// transport, the retry loop, the response), and a copy is then one reference count, not one
+    /// per field. Setting a property makes a new box.
+    private final class Storage: Sendable {
+        let head: HTTPRequest
+        let body: RequestBody?
+        let options: Options
+        let urlString: String
 
-    /// The absolute URL string, `scheme://authority/path?query`.
-    public var urlString: String {
-        "\(head.scheme ?? "http")://\(head.authority ?? "")\(head.path ?? "/")"
+        init(head: HTTPRequest, body: RequestBody?, options: Options, urlString: String) {
+            self.head = head
+            self.body = body
+            self.options = options
+            self.urlString = urlString
+        }
+    }
+
+    private var storage: Storage
+
+    /// Method, scheme, authority, path (with query) and header fields.
+    public var head: HTTPRequest {
+        get { storage.head }
+        set {
+            let old = storage.head
+            let url =
+                newValue.scheme == old.scheme && newValue.authority == old.authority && newValue.path == old.path
+                ? storage.urlString : Self.urlString(of: newValue)
+            storage = Storage(head: newValue, body: storage.body, options: storage.options, urlString: url)
+        }
+    }
+    /// The request body, or `nil` for none.
+    public var body: RequestBody? {
+        get { storage.body }
+        set {
+            storage = Storage(
+                head: storage.head,
+                body: newValue,
+                options: storage.options,
+                urlString: storage.urlString
+            )
+        }
+    }
+    /// Per-request options.
+    public var options: Options {
+        get { storage.options }
+        set {
+            storage = Storage(head: storage.head, body: storage.body, options: newValue, urlString: storage.urlString)
+        }
+    }
+
+    /// The absolute URL string, `scheme://authority/path?query` (kept in step with ``head``).
+    public var urlString: String { storage.urlString }
+
+    private static func urlString(of head: HTTPRequest) -> String {
+        joined(scheme: head.scheme ?? "http", authority: head.authority ?? "", path: head.path ?? "/")
+    }
+
+    private static func joined(scheme: String, authority: String, path: String) -> String {
+        var url = String()
+        url.reserveCapacity(scheme.utf8.count + 3 + authority.utf8.count + path.utf8.count)
+        url += scheme
+        url += "://"
+        url += authority
+        url += path
+        return url
     }
 
     /// The host the request goes to (without port or IPv6 brackets), for reachability.
@@ -121,16 +176,20 @@ public struct TransportRequest: Sendable {
         options: Options = Options()
     ) throws(TransportError) {
         let parts = try URLValidator.parse(url)
-        self.head = HTTPRequest(
-            method: method,
-            scheme: parts.scheme,
-            authority: parts.authority,
-            path: parts.pathAndQuery,
-            headerFields: headerFields
-        )
-        self.body = body
-        self.options = options
         try Self.checkFraming(headerFields)
+        self.storage = Storage(
+            head: HTTPRequest(
+                method: method,
+                scheme: parts.scheme,
+                authority: parts.authority,
+                path: parts.pathAndQuery,
+                headerFields: headerFields
+            ),
+            body: body,
+            options: options,
+            urlString: parts.isCanonical
+                ? url : Self.joined(scheme: parts.scheme, authority: parts.authority, path: parts.pathAndQuery)
+        )
     }
 
     /// Creates a request from a URL string and header name/value strings, validating each one.

@@ -6,18 +6,83 @@ public import HTTPTypes
 /// Header fields are kept as the raw bytes the server sent and parsed when first read, so a caller
 /// that only needs the status and the body pays nothing for them.
 public struct TransportResponse: Sendable {
+    /// The fields, in one immutable box so that a copy costs one reference count (see
+    /// `TransportRequest`). Setting a property makes a new box.
+    private final class Storage: Sendable {
+        let status: HTTPResponse.Status
+        let rawHeaders: [UInt8]
+        let body: Data?
+        let bodyFile: String?
+        let metrics: TransportMetrics
+        let url: String
+
+        init(
+            status: HTTPResponse.Status,
+            rawHeaders: [UInt8],
+            body: Data?,
+            bodyFile: String?,
+            metrics: TransportMetrics,
+            url: String
+        ) {
+            self.status = status
+            self.rawHeaders = rawHeaders
+            self.body = body
+            self.bodyFile = bodyFile
+            self.metrics = metrics
+            self.url = url
+        }
+    }
+
+    private var storage: Storage
+
+    private mutating func update(
+        status: HTTPResponse.Status? = nil,
+        rawHeaders: [UInt8]? = nil,
+        body: Data?? = nil,
+        bodyFile: String?? = nil,
+        metrics: TransportMetrics? = nil,
+        url: String? = nil
+    ) {
+        storage = Storage(
+            status: status ?? storage.status,
+            rawHeaders: rawHeaders ?? storage.rawHeaders,
+            body: body ?? storage.body,
+            bodyFile: bodyFile ?? storage.bodyFile,
+            metrics: metrics ?? storage.metrics,
+            url: url ?? storage.url
+        )
+    }
+
     /// The response status.
-    public var status: HTTPResponse.Status
+    public var status: HTTPResponse.Status {
+        get { storage.status }
+        set { update(status: newValue) }
+    }
     /// The raw header block of the final response (status line excluded), `Name: value\r\n` lines.
-    public var rawHeaders: [UInt8]
+    public var rawHeaders: [UInt8] {
+        get { storage.rawHeaders }
+        set { update(rawHeaders: newValue) }
+    }
     /// The decoded body when the destination was memory; `nil` when it was streamed to a file.
-    public var body: Data?
+    public var body: Data? {
+        get { storage.body }
+        set { update(body: .some(newValue)) }
+    }
     /// The file the body was written to, when the destination was a file.
-    public var bodyFile: String?
+    public var bodyFile: String? {
+        get { storage.bodyFile }
+        set { update(bodyFile: .some(newValue)) }
+    }
     /// Timings and connection facts for this transfer.
-    public var metrics: TransportMetrics
+    public var metrics: TransportMetrics {
+        get { storage.metrics }
+        set { update(metrics: newValue) }
+    }
     /// The URL that produced this response (the last one, after redirects).
-    public var url: String
+    public var url: String {
+        get { storage.url }
+        set { update(url: newValue) }
+    }
 
     /// Creates a response.
     ///
@@ -54,12 +119,14 @@ public struct TransportResponse: Sendable {
         metrics: TransportMetrics,
         url: String
     ) {
-        self.status = status
-        self.rawHeaders = rawHeaders
-        self.body = body
-        self.bodyFile = bodyFile
-        self.metrics = metrics
-        self.url = url
+        self.storage = Storage(
+            status: status,
+            rawHeaders: rawHeaders,
+            body: body,
+            bodyFile: bodyFile,
+            metrics: metrics,
+            url: url
+        )
     }
 
     /// The header fields, parsed from ``rawHeaders``. Lines that are not valid fields are skipped.

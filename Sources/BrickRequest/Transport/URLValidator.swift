@@ -8,6 +8,9 @@ enum URLValidator {
         var scheme: String
         var authority: String
         var pathAndQuery: String
+        /// Whether the input is already `scheme://authority` + `pathAndQuery` byte for byte
+        /// (lowercase scheme, no fragment, a path present), so it can be used as is.
+        var isCanonical: Bool
     }
 
     static func parse(_ url: String) throws(TransportError) -> Parts {
@@ -93,8 +96,16 @@ enum URLValidator {
             as: UTF8.self
         )
         var pathAndQuery = String(decoding: UnsafeBufferPointer(rebasing: bytes[authorityEnd..<end]), as: UTF8.self)
-        if authorityEnd == end || bytes[authorityEnd] == UInt8(ascii: "?") { pathAndQuery = "/" + pathAndQuery }
-        return .success(Parts(scheme: scheme, authority: authority, pathAndQuery: pathAndQuery))
+        var isCanonical =
+            end == count && bytes[0] == UInt8(ascii: "h") && bytes[colon - 1] != UInt8(ascii: "S")
+            && bytes[1] == UInt8(ascii: "t") && bytes[2] == UInt8(ascii: "t") && bytes[3] == UInt8(ascii: "p")
+        if authorityEnd == end || bytes[authorityEnd] == UInt8(ascii: "?") {
+            pathAndQuery = "/" + pathAndQuery
+            isCanonical = false
+        }
+        return .success(
+            Parts(scheme: scheme, authority: authority, pathAndQuery: pathAndQuery, isCanonical: isCanonical)
+        )
     }
 
     /// Whether `bytes[offset...]` starts with `text`, ignoring ASCII case.

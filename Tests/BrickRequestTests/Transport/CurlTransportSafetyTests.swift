@@ -76,6 +76,27 @@ struct CurlTransportSafetyTests {
         #expect(ipv6.head.authority == "[::1]:8080")
     }
 
+    @Test(
+        "urlString is the canonical URL whatever the input's form, and follows changes to head",
+        arguments: [
+            ("http://a.test/p?q=1", "http://a.test/p?q=1"),
+            ("https://a.test:8443/", "https://a.test:8443/"),
+            ("Http://a.test/p", "http://a.test/p"),
+            ("httpS://a.test/p", "https://a.test/p"),
+            ("http://a.test", "http://a.test/"),
+            ("http://a.test?x", "http://a.test/?x"),
+            ("http://a.test/p#f", "http://a.test/p"),
+        ]
+    )
+    func canonicalURLString(input: String, expected: String) throws {
+        var request = try TransportRequest(method: .get, url: input)
+        #expect(request.urlString == expected)
+        request.head.path = "/other"
+        request.head.authority = "b.test:81"
+        let scheme = expected.hasPrefix("https") ? "https" : "http"
+        #expect(request.urlString == scheme + "://b.test:81/other")
+    }
+
     @Test("a gzip bomb stops at the limit on decoded bytes")
     func gzipBomb() async throws {
         try await withServer { server in
