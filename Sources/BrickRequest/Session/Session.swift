@@ -25,6 +25,8 @@ public final class Session: Sendable {
     public let reachability: any ReachabilityMonitor
     let callbacks: CallbackDispatcher
     let clock: SessionClock
+    /// Forwards the monitor's changes to the transport (``Transport/networkDidChange()``).
+    private let networkWatcher: Task<Void, Never>
 
     /// Creates a session.
     ///
@@ -52,6 +54,15 @@ public final class Session: Sendable {
         self.logger = logger
         self.eventMonitors = eventMonitors
         self.callbacks = CallbackDispatcher(configuration.callbackQueue)
+        let (transport, reachability) = (self.transport, self.reachability)
+        let changes = reachability.changes()
+        self.networkWatcher = Task {
+            for await _ in changes { transport.networkDidChange() }
+        }
+    }
+
+    deinit {
+        networkWatcher.cancel()
     }
 
     /// The session used by requests that do not choose one.

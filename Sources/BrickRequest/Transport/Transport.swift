@@ -23,6 +23,16 @@ public protocol Transport: Sendable {
         _ request: TransportRequest,
         completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void
     ) -> TransportTask
+
+    /// Tells the transport that the network changed (a link, an address or a route): connections
+    /// opened before may be dead and must not be reused. A ``Session`` calls it on every change its
+    /// ``ReachabilityMonitor`` reports. The default does nothing.
+    func networkDidChange()
+}
+
+extension Transport {
+    /// Does nothing: a transport without a connection pool has nothing to forget.
+    public func networkDidChange() {}
 }
 
 /// A handle to a request started on a ``Transport``.

@@ -118,8 +118,9 @@ struct SessionRetryTests {
         stub.stub(.get, "/feed", .failure(.notConnected), .status(.ok))
         let request = Flaky("https://api.example.com/feed", session: session, retry: .init(maxRetryCount: 1))
         let delivered = Delivered<Response<Data, BrickError>>()
+        let watchers = reachability.subscriberCount  // the session's own, forwarding changes to the transport
         request.response { delivered.add($0) }.resume()
-        await eventually { reachability.subscriberCount == 1 }
+        await eventually { reachability.subscriberCount == watchers + 1 }
         #expect(request.state == .parked)
         #expect(stub.requests.count == 1)
         #expect(clock.waiterCount == 0)  // parked, not on a timer

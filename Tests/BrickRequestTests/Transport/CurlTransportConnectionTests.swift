@@ -1,5 +1,6 @@
 import BrickRequest
 import BrickTestServer
+import BrickTesting
 import Foundation
 import Synchronization
 import Testing
@@ -16,6 +17,49 @@ struct CurlTransportConnectionTests {
             }
             #expect(server.connectionCount == 1)
             #expect(transport.easyHandleCount == 1)
+        }
+    }
+
+    @Test("after a network change, connections opened before it are not reused")
+    func networkChange() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            let request = try get(server.baseURL + "/bytes/10")
+            _ = try await transport.send(request)
+            _ = try await transport.send(request)
+            #expect(server.connectionCount == 1)
+            transport.networkDidChange()
+            // Within 2 s of the change every transfer opens a new connection.
+            _ = try await transport.send(request)
+            #expect(server.connectionCount == 2)
+            // Later, only connections older than the change are refused: a new one, then reuse.
+            try await Task.sleep(for: .milliseconds(2100))
+            transport.networkDidChange()
+            try await Task.sleep(for: .milliseconds(2100))
+            _ = try await transport.send(request)
+            #expect(server.connectionCount == 3)
+            _ = try await transport.send(request)
+            _ = try await transport.send(request)
+            #expect(server.connectionCount == 3)
+        }
+    }
+
+    @Test("a session forwards its reachability monitor's changes to the transport")
+    func sessionForwardsNetworkChanges() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            let reachability = ManualReachability()
+            let session = Session(transport: transport, reachability: reachability)
+            let url = server.baseURL + "/anything"
+            _ = try await ExecutorEcho(url: url, session: session).value
+            _ = try await ExecutorEcho(url: url, session: session).value
+            #expect(server.connectionCount == 1)
+            reachability.set(.reachable)  // any change event
+            for _ in 0..<500 where server.connectionCount == 1 {
+                _ = try await ExecutorEcho(url: url, session: session).value
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(server.connectionCount == 2)
         }
     }
 

@@ -19,6 +19,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
         case cancel(Transfer)
         /// A job of a task that prefers ``CurlTransport/taskExecutor``.
         case job(UnownedJob)
+        /// The network changed: stop reusing the connections opened so far.
+        case networkChanged
         case shutdown
     }
 
@@ -56,6 +58,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
     @exclusivity(unchecked) private var idleHandles: [EasyHandle] = []
     @exclusivity(unchecked) private var easyHandleCount = 0
     @exclusivity(unchecked) private var running = true
+    /// When the network last changed (``monotonicNanoseconds()``), or `nil` if it has not.
+    @exclusivity(unchecked) private var networkChangedAt: UInt64?
 
     init(configuration: CurlTransport.Configuration, proxy: ResolvedProxy) {
         CurlGlobal.initialize()
@@ -184,6 +188,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
             } else {
                 Self.runElsewhere(job)
             }
+        case .networkChanged:
+            networkChangedAt = Self.monotonicNanoseconds()
         case .shutdown:
             running = false
         }
@@ -413,6 +419,25 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
         easy.set(CURLOPT_NOPROXY, pointer: constantStrings.noProxy)
     }
 
+    /// Whether a transfer starting now must open a new connection, and the largest age in whole
+    /// seconds (`CURLOPT_MAXLIFETIME_CONN`, 0 for none) of a connection it may reuse, so that no
+    /// connection opened before the last network change is reused.
+    ///
+    /// libcurl drops a connection whose age in whole seconds exceeds the limit, so `floor(s) - 1`,
+    /// `s` seconds after the change, refuses every older connection (and perhaps a few newer ones,
+    /// which is safe). The limit cannot express less than 1 (0 disables it): during the first 2
+    /// seconds every transfer opens a new connection instead.
+    private func connectionLimitsAfterNetworkChange() -> (fresh: Bool, maxLifetime: Int) {
+        guard let changedAt = networkChangedAt else { return (false, 0) }
+        let seconds = (Self.monotonicNanoseconds() &- changedAt) / 1_000_000_000
+        if seconds < 2 { return (true, 0) }
+        if seconds > 120 {
+            networkChangedAt = nil
+            return (false, 0)
+        }
+        return (false, Int(seconds) - 1)
+    }
+
     /// Sets every per-transfer option, each one on every call (see ``configureConstants(_:)``).
     private func configure(_ easy: EasyHandle, for transfer: Transfer) -> TransportError? {
         transfer.resetForHop()
@@ -441,7 +466,14 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
         easy.set(CURLOPT_PROXY, pointer: secure ? constantStrings.httpsProxy : constantStrings.httpProxy)
         // A request that is not safe to repeat never rides a reused connection: libcurl would
         // silently re-send it if that connection turned out to be closed.
-        easy.set(CURLOPT_FRESH_CONNECT, !request.isIdempotent || options.requiresFreshConnection)
+        // After a network change, connections opened before it may be dead (libcurl would find out
+        // only by failing a request on one): see `CurlTransport.networkDidChange()`.
+        let (freshAfterChange, maxLifetime) = connectionLimitsAfterNetworkChange()
+        easy.set(
+            CURLOPT_FRESH_CONNECT,
+            !request.isIdempotent || options.requiresFreshConnection || freshAfterChange
+        )
+        easy.set(CURLOPT_MAXLIFETIME_CONN, maxLifetime)
         easy.set(CURLOPT_NOPROGRESS, options.progress == nil)
 
         // Method and body.

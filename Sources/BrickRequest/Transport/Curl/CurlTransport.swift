@@ -72,6 +72,14 @@ public final class CurlTransport: Transport {
         return TransportTask { [weak driver] in driver?.submit(.cancel(transfer)) }
     }
 
+    /// Stops reusing the connections opened so far: transfers started in the next 2 seconds open
+    /// new connections, later ones refuse any connection older than the change (each old connection
+    /// is closed when a transfer would have reused it). The window ends after 2 minutes, when
+    /// libcurl's idle limit has retired every connection left idle since the change.
+    public func networkDidChange() {
+        driver.submit(.networkChanged)
+    }
+
     /// Requests in flight (started and not yet completed). For tests and diagnostics.
     public var activeTransferCount: Int { driver.snapshot.activeTransfers }
 
