@@ -13,8 +13,9 @@ enum RequestRenderer {
         }
 
         var encoding = request.parameterEncoding
+        let hasParameters = !parameters.entries.isEmpty
         if encoding == .automatic {
-            if !parameters.files.isEmpty {
+            if hasParameters && !parameters.files.isEmpty {
                 encoding = .multipart
             } else if method == .get || method == .head || method == .delete {
                 encoding = .query
@@ -26,6 +27,7 @@ enum RequestRenderer {
         var contentType: String? = nil
         switch encoding {
         case .automatic, .query:
+            guard hasParameters else { break }
             if !parameters.files.isEmpty {
                 throw BrickError(.invalidRequest, message: "file parameters cannot be sent in a query string")
             }
@@ -64,15 +66,12 @@ enum RequestRenderer {
             contentType = "application/json"
         }
 
-        // Session defaults, then the request's own (case-insensitive override), in a stable order.
-        var merged: [String: (name: String, value: String)] = [:]
-        for (name, value) in session.configuration.defaultHeaders { merged[name.lowercased()] = (name, value) }
-        for (name, value) in request.headers { merged[name.lowercased()] = (name, value) }
-        if let contentType, merged["content-type"] == nil { merged["content-type"] = ("Content-Type", contentType) }
-        if let key = request.idempotencyKey, merged["idempotency-key"] == nil {
-            merged["idempotency-key"] = ("Idempotency-Key", key)
-        }
-        let headers = merged.keys.sorted().map { merged[$0]! }
+        let headers = Self.headers(
+            defaults: session.configuration.defaultHeaders,
+            own: request.headers,
+            contentType: contentType,
+            idempotencyKey: request.idempotencyKey
+        )
 
         var options = TransportRequest.Options()
         options.timeout = request.timeout
@@ -81,6 +80,24 @@ enum RequestRenderer {
         } catch {
             throw BrickError.transport(error)
         }
+    }
+
+    /// Session defaults, then the request's own (case-insensitive override), in a stable order.
+    private static func headers(
+        defaults: [String: String],
+        own: [String: String],
+        contentType: String?,
+        idempotencyKey: String?
+    ) -> [(name: String, value: String)] {
+        if defaults.isEmpty && own.isEmpty && contentType == nil && idempotencyKey == nil { return [] }
+        var merged: [String: (name: String, value: String)] = [:]
+        for (name, value) in defaults { merged[name.lowercased()] = (name, value) }
+        for (name, value) in own { merged[name.lowercased()] = (name, value) }
+        if let contentType, merged["content-type"] == nil { merged["content-type"] = ("Content-Type", contentType) }
+        if let idempotencyKey, merged["idempotency-key"] == nil {
+            merged["idempotency-key"] = ("Idempotency-Key", idempotencyKey)
+        }
+        return merged.keys.sorted().map { merged[$0]! }
     }
 
     private static func split(_ text: String, at separator: Character) -> (String, String?) {
