@@ -66,9 +66,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
         self.configuration = configuration
         self.constantStrings = ConstantStrings(proxy: proxy, userAgent: configuration.userAgent)
         let spin = configuration.handOffSpin.components
-        self.spinNanoseconds =
-            spin.seconds < 0 || (spin.seconds == 0 && spin.attoseconds <= 0)
-            ? 0 : UInt64(min(spin.seconds, 1)) * 1_000_000_000 + UInt64(spin.attoseconds / 1_000_000_000)
+        let spinNanoseconds = min(spin.seconds, 1) * 1_000_000_000 + spin.attoseconds / 1_000_000_000
+        self.spinNanoseconds = UInt64(min(max(spinNanoseconds, 0), 1_000_000_000))
         self.multi = curl_multi_init()!
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, 2 /* CURLPIPE_MULTIPLEX */)
         if let max = configuration.maxConnections {
