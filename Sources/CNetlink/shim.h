@@ -33,6 +33,9 @@ static inline int cnetlink_rtm_payload(struct nlmsghdr *header) { return RTM_PAY
 static inline struct rtattr *cnetlink_ifla_rta(struct ifinfomsg *message) { return IFLA_RTA(message); }
 static inline int cnetlink_ifla_payload(struct nlmsghdr *header) { return IFLA_PAYLOAD(header); }
 
+/* Flags of a dump request (NLM_F_DUMP is a compound macro). */
+static inline int cnetlink_dump_flags(void) { return NLM_F_REQUEST | NLM_F_DUMP; }
+
 /* Multicast groups, as one mask (RTMGRP_* are plain constants, combined here for clarity). */
 static inline unsigned int cnetlink_route_groups(void) {
     return RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE;

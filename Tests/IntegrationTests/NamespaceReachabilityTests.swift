@@ -143,4 +143,28 @@ struct NamespaceReachabilityTests {
         )
         #expect(recoveries.count == 20)
     }
+
+    @Test("links that carry no routes coming and going are not changes; a new route is")
+    func unrelatedLinks() async throws {
+        let reachability = try NetlinkReachability(debounce: .milliseconds(20))
+        let notifications = Mutex(0)
+        let changes = reachability.changes()
+        let listener = Task {
+            for await _ in changes { notifications.withLock { $0 += 1 } }
+        }
+        defer { listener.cancel() }
+        let name = "bkv\(getpid() % 100_000)"
+        defer { _ = try? NginxFixture.shell("ip link del \(name) 2>/dev/null") }
+        // A veth pair with no addresses, like a container's: only IPv6 link-local bookkeeping.
+        try NginxFixture.shell("ip link add \(name) type veth peer name \(name)p && ip link set \(name) up")
+        try NginxFixture.shell("ip link set \(name)p up")
+        // An observation window, not a timing assertion: 20 ms debounce, 500 ms of quiet.
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(notifications.withLock { $0 } == 0)
+        try NginxFixture.shell("ip addr add 10.214.\(getpid() % 200 + 20).1/24 dev \(name)")
+        for _ in 0..<500 where notifications.withLock({ $0 }) == 0 {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(notifications.withLock { $0 } >= 1)
+    }
 }

@@ -9,7 +9,9 @@ import Synchronization
 /// *and running* (loopback only needs to be up). The kernel does not announce everything: a link
 /// going down removes its IPv4 routes without a route-deleted message, and a link comes back in two
 /// steps (up, then running). So the monitor does not track individual events: after each burst of
-/// events (quiet for ``debounce``), it notifies subscribers, who ask the kernel again.
+/// events (quiet for ``debounce``), it reads the routes and the state of their interfaces again, and
+/// notifies subscribers, who ask the kernel again, when that changed. An interface with no routes of
+/// its own coming or going (a container's veth) and IPv6 link-local bookkeeping are not changes.
 ///
 /// For a host *name* the monitor cannot know the address without DNS, so it answers whether there
 /// is a usable default route (IPv4 or IPv6). Lookups send no packets: they only query the routing
@@ -88,6 +90,7 @@ public final class NetlinkReachability: ReachabilityMonitor {
     private static func run(monitor: NetlinkSocket, stop: Int32, quietMilliseconds: Int32, broadcaster: Broadcaster) {
         defer { close(stop) }
         var pending = false
+        var fingerprint = RouteFingerprint.current()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             var fds = [
@@ -102,7 +105,11 @@ public final class NetlinkReachability: ReachabilityMonitor {
             if fds[1].revents != 0 { return }
             if ready == 0 {
                 pending = false
-                broadcaster.notify()
+                // Only a burst that changed the routes (or the state of an interface they use) is
+                // news: links without routes of their own come and go on busy hosts.
+                let now = RouteFingerprint.current()
+                if now == nil || now != fingerprint { broadcaster.notify() }
+                fingerprint = now
                 continue
             }
             if fds[0].revents & Int16(POLLIN) != 0 {

@@ -142,10 +142,115 @@ enum RouteTable {
         guard let reply = replies.first(where: { $0.type == UInt16(RTM_NEWLINK) }),
             reply.payload.count >= MemoryLayout<ifinfomsg>.size
         else { return false }
-        let flags = reply.payload.withUnsafeBytes { $0.load(as: ifinfomsg.self).ifi_flags }
+        return isUsable(flags: reply.payload.withUnsafeBytes { $0.load(as: ifinfomsg.self).ifi_flags })
+    }
+
+    /// Whether interface flags say up and running (a loopback interface only needs to be up).
+    static func isUsable(flags: UInt32) -> Bool {
         let up = flags & UInt32(IFF_UP.rawValue) != 0
         let running = flags & UInt32(IFF_RUNNING.rawValue) != 0
         let loopback = flags & UInt32(IFF_LOOPBACK.rawValue) != 0
         return up && (running || loopback)
+    }
+}
+
+/// What the routing state looks like, reduced to what decides where traffic goes: every route
+/// (family, table, type, destination, gateway, output interface, preferred source, metric) with
+/// whether its interface is usable. Two fingerprints differ when a connection's path may have
+/// changed; an interface coming or going without routes of its own (a container's veth, say) or
+/// IPv6 link-local and multicast bookkeeping leave it unchanged.
+struct RouteFingerprint: Equatable, Sendable {
+    struct Route: Hashable, Sendable {
+        var family: UInt8
+        var table: UInt8
+        var type: UInt8
+        var destinationLength: UInt8
+        var destination: [UInt8]
+        var gateway: [UInt8]
+        var preferredSource: [UInt8]
+        var outputInterface: Int32
+        var metric: UInt32
+        var interfaceUsable: Bool
+    }
+
+    var routes: Set<Route>
+
+    /// Reads the kernel's routes and links now; `nil` when netlink cannot be asked.
+    static func current() -> RouteFingerprint? {
+        guard let socket = try? NetlinkSocket() else { return nil }
+        let usable = usableInterfaces(socket)
+        var header = rtmsg()
+        header.rtm_family = UInt8(AF_UNSPEC)
+        let payload = withUnsafeBytes(of: header) { Array($0) }
+        var routes = Set<Route>()
+        for reply in socket.request(type: UInt16(RTM_GETROUTE), flags: cnetlink_dump_flags(), payload: payload)
+        where reply.type == UInt16(RTM_NEWROUTE) {
+            if let route = route(from: reply.payload, usable: usable) { routes.insert(route) }
+        }
+        return RouteFingerprint(routes: routes)
+    }
+
+    private static func route(from payload: [UInt8], usable: Set<Int32>) -> Route? {
+        payload.withUnsafeBytes { raw -> Route? in
+            guard raw.count >= MemoryLayout<rtmsg>.size else { return nil }
+            let message = raw.load(as: rtmsg.self)
+            switch Int32(message.rtm_type) {
+            case Int32(RTN_BROADCAST), Int32(RTN_MULTICAST), Int32(RTN_ANYCAST): return nil
+            default: break
+            }
+            var route = Route(
+                family: message.rtm_family,
+                table: message.rtm_table,
+                type: message.rtm_type,
+                destinationLength: message.rtm_dst_len,
+                destination: [],
+                gateway: [],
+                preferredSource: [],
+                outputInterface: 0,
+                metric: 0,
+                interfaceUsable: false
+            )
+            var offset = Int(cnetlink_nlmsg_align(Int32(MemoryLayout<rtmsg>.size)))
+            let headerSize = Int(cnetlink_rta_length(0))
+            while offset + MemoryLayout<rtattr>.size <= raw.count {
+                let attribute = raw.load(fromByteOffset: offset, as: rtattr.self)
+                let length = Int(attribute.rta_len)
+                guard length >= headerSize, offset + length <= raw.count else { break }
+                let value = Array(raw[(offset + headerSize)..<(offset + length)])
+                switch attribute.rta_type {
+                case UInt16(RTA_DST.rawValue): route.destination = value
+                case UInt16(RTA_GATEWAY.rawValue): route.gateway = value
+                case UInt16(RTA_PREFSRC.rawValue): route.preferredSource = value
+                case UInt16(RTA_OIF.rawValue) where value.count >= 4:
+                    route.outputInterface = value.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
+                case UInt16(RTA_PRIORITY.rawValue) where value.count >= 4:
+                    route.metric = value.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
+                default: break
+                }
+                offset += Int(cnetlink_rta_space(Int32(length - headerSize)))
+            }
+            // IPv6 link-local (fe80::/10) and multicast (ff00::/8) routes come and go with every
+            // interface and never carry a connection to a remote host.
+            if route.family == UInt8(AF_INET6), let first = route.destination.first {
+                if first == 0xFF { return nil }
+                if first == 0xFE && route.destination.count > 1 && route.destination[1] & 0xC0 == 0x80 { return nil }
+            }
+            route.interfaceUsable = usable.contains(route.outputInterface)
+            return route
+        }
+    }
+
+    /// Indexes of the interfaces that are up and running (loopback: up).
+    private static func usableInterfaces(_ socket: NetlinkSocket) -> Set<Int32> {
+        var link = ifinfomsg()
+        link.ifi_family = UInt8(AF_UNSPEC)
+        let payload = withUnsafeBytes(of: link) { Array($0) }
+        var usable = Set<Int32>()
+        for reply in socket.request(type: UInt16(RTM_GETLINK), flags: cnetlink_dump_flags(), payload: payload)
+        where reply.type == UInt16(RTM_NEWLINK) && reply.payload.count >= MemoryLayout<ifinfomsg>.size {
+            let message = reply.payload.withUnsafeBytes { $0.load(as: ifinfomsg.self) }
+            if RouteTable.isUsable(flags: message.ifi_flags) { usable.insert(message.ifi_index) }
+        }
+        return usable
     }
 }
