@@ -76,6 +76,28 @@ struct CurlTaskExecutorTests {
         }
     }
 
+    @Test("cancelling a task on the executor cancels its transfer and frees it")
+    func cancellation() async throws {
+        try await withServer { server in
+            server.script("/stall", [.stall])
+            let transport = CurlTransport()
+            let session = Session(transport: transport)
+            let url = server.baseURL + "/stall"
+            let task = Task(executorPreference: transport.taskExecutor) { () -> BrickError? in
+                do throws(BrickError) {
+                    _ = try await ExecutorEcho(url: url, session: session).value
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            while server.requestCount == 0 { try await Task.sleep(for: .milliseconds(2)) }
+            task.cancel()
+            #expect(await task.value == .cancelled)
+            #expect(transport.activeTransferCount == 0)
+        }
+    }
+
     @Test("after the transport shuts down, tasks that prefer its executor still run")
     func outlivesTransport() async throws {
         var transport: CurlTransport? = CurlTransport()
