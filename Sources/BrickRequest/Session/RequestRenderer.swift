@@ -13,9 +13,8 @@ enum RequestRenderer {
         }
 
         var encoding = request.parameterEncoding
-        let hasParameters = !parameters.entries.isEmpty
         if encoding == .automatic {
-            if hasParameters && !parameters.files.isEmpty {
+            if !parameters.files.isEmpty {
                 encoding = .multipart
             } else if method == .get || method == .head || method == .delete {
                 encoding = .query
@@ -27,7 +26,6 @@ enum RequestRenderer {
         var contentType: String? = nil
         switch encoding {
         case .automatic, .query:
-            guard hasParameters else { break }
             if !parameters.files.isEmpty {
                 throw BrickError(.invalidRequest, message: "file parameters cannot be sent in a query string")
             }

@@ -27,29 +27,42 @@ struct PreparedRequest: Sendable {
 
 /// How a request ended, before serialization.
 struct Outcome: Sendable {
+    enum Ending: Sendable {
+        /// A response that passed validation: to be serialized.
+        case validated(TransportResponse)
+        /// Why the request failed, with the response when one arrived (it failed validation).
+        case failed(BrickError, TransportResponse?)
+    }
+
     /// The rendered request, or `nil` when rendering failed.
     var request: TransportRequest?
-    /// The response that arrived, also when it failed validation.
-    var transportResponse: TransportResponse?
-    /// Why the request failed; `nil` when ``transportResponse`` passed validation.
-    var error: BrickError?
+    var ending: Ending
     var retryCount: Int = 0
+
+    /// A failure before or without a response.
+    static func failed(_ error: BrickError, request: TransportRequest?, retryCount: Int = 0) -> Outcome {
+        Outcome(request: request, ending: .failed(error, nil), retryCount: retryCount)
+    }
 
     /// The typed response: serializes a validated response with `serializer`.
     func response<Value: Sendable>(_ serializer: any ResponseSerializer<Value>) -> Response<Value, BrickError> {
-        let result: Result<Value, BrickError>
-        if let error {
-            result = .failure(error)
-        } else if let transportResponse {
+        switch ending {
+        case .validated(let response):
+            let result: Result<Value, BrickError>
             do throws(BrickError) {
-                result = .success(try serializer.serialize(transportResponse))
+                result = .success(try serializer.serialize(response))
             } catch {
                 result = .failure(error)
             }
-        } else {
-            result = .failure(BrickError(.invalidResponse, message: "no response arrived"))
+            return Response(request: request, result: result, transportResponse: response, retryCount: retryCount)
+        case .failed(let error, let response):
+            return Response(
+                request: request,
+                result: .failure(error),
+                transportResponse: response,
+                retryCount: retryCount
+            )
         }
-        return Response(request: request, result: result, transportResponse: transportResponse, retryCount: retryCount)
     }
 }
 
@@ -111,7 +124,7 @@ extension Session {
             return await run(prepared, request: request, lifecycle: lifecycle)
         case .finished(let outcome):
             let error = BrickError(.cancelled, message: "the request already ran or was cancelled")
-            return outcome ?? Outcome(request: nil, transportResponse: nil, error: error)
+            return outcome ?? .failed(error, request: nil)
         }
     }
 
@@ -130,11 +143,11 @@ extension Session {
         case .failure(let error):
             _ = lifecycle.complete()
             report(renderError: error)
-            return .finished(Outcome(request: nil, transportResponse: nil, error: error))
+            return .finished(.failed(error, request: nil))
         case .success(let request):
             if let refusal = refuseIfUnreachable(request, prepared: prepared) {
                 _ = lifecycle.complete()
-                return .finished(Outcome(request: request, transportResponse: nil, error: refusal))
+                return .finished(.failed(refusal, request: request))
             }
             return .proceed(request)
         }
@@ -164,7 +177,7 @@ extension Session {
             return finish(prepared, request: request, result: outcome, lifecycle: lifecycle)
         case .failure(let error):
             _ = lifecycle.complete()
-            return Outcome(request: request, transportResponse: nil, error: error, retryCount: lifecycle.retryCount)
+            return .failed(error, request: request, retryCount: lifecycle.retryCount)
         }
     }
 
@@ -337,7 +350,7 @@ extension Session {
 
     /// Delivers a cancellation to a handler whose request was cancelled before it started.
     func deliverCancellation(to handler: @escaping @Sendable (Outcome) -> Void) {
-        callbacks.submit { handler(Outcome(request: nil, transportResponse: nil, error: .cancelled)) }
+        callbacks.submit { handler(.failed(.cancelled, request: nil)) }
     }
 
     private func willStart(_ request: TransportRequest) {
@@ -373,7 +386,7 @@ extension Session {
                     metadata: ["method": "\(request.head.method)", "url": "\(request.urlString)", "error": "\(error)"]
                 )
             }
-            return Outcome(request: request, transportResponse: nil, error: brickError, retryCount: retries)
+            return .failed(brickError, request: request, retryCount: retries)
         case .success(let response):
             logger.debug(
                 "request finished",
@@ -384,9 +397,9 @@ extension Session {
             )
             do throws(BrickError) {
                 if let validation = prepared.validation { try validation.validate(response) }
-                return Outcome(request: request, transportResponse: response, error: nil, retryCount: retries)
+                return Outcome(request: request, ending: .validated(response), retryCount: retries)
             } catch {
-                return Outcome(request: request, transportResponse: response, error: error, retryCount: retries)
+                return Outcome(request: request, ending: .failed(error, response), retryCount: retries)
             }
         }
     }

@@ -68,57 +68,42 @@ public struct TransportRequest: Sendable {
     }
 
     /// The fields, in one immutable box: a request is copied several times on its way (into the
-    /// transport, the retry loop, the response), and a copy is then one reference count, not one
-    /// per field. Setting a property makes a new box.
-    private final class Storage: Sendable {
-        let head: HTTPRequest
-        let body: RequestBody?
-        let options: Options
-        let urlString: String
-
-        init(head: HTTPRequest, body: RequestBody?, options: Options, urlString: String) {
-            self.head = head
-            self.body = body
-            self.options = options
-            self.urlString = urlString
-        }
+    /// transport, the retry loop, the response).
+    private struct Fields: Sendable {
+        var head: HTTPRequest
+        var body: RequestBody?
+        var options: Options
+        var urlString: String
     }
 
-    private var storage: Storage
+    private var storage: SharedValue<Fields>
 
     /// Method, scheme, authority, path (with query) and header fields.
     public var head: HTTPRequest {
-        get { storage.head }
+        get { storage.value.head }
         set {
-            let old = storage.head
-            let url =
-                newValue.scheme == old.scheme && newValue.authority == old.authority && newValue.path == old.path
-                ? storage.urlString : Self.urlString(of: newValue)
-            storage = Storage(head: newValue, body: storage.body, options: storage.options, urlString: url)
+            storage = storage.modified { fields in
+                let old = fields.head
+                if newValue.scheme != old.scheme || newValue.authority != old.authority || newValue.path != old.path {
+                    fields.urlString = Self.urlString(of: newValue)
+                }
+                fields.head = newValue
+            }
         }
     }
     /// The request body, or `nil` for none.
     public var body: RequestBody? {
-        get { storage.body }
-        set {
-            storage = Storage(
-                head: storage.head,
-                body: newValue,
-                options: storage.options,
-                urlString: storage.urlString
-            )
-        }
+        get { storage.value.body }
+        set { storage = storage.modified { $0.body = newValue } }
     }
     /// Per-request options.
     public var options: Options {
-        get { storage.options }
-        set {
-            storage = Storage(head: storage.head, body: storage.body, options: newValue, urlString: storage.urlString)
-        }
+        get { storage.value.options }
+        set { storage = storage.modified { $0.options = newValue } }
     }
 
     /// The absolute URL string, `scheme://authority/path?query` (kept in step with ``head``).
-    public var urlString: String { storage.urlString }
+    public var urlString: String { storage.value.urlString }
 
     private static func urlString(of head: HTTPRequest) -> String {
         joined(scheme: head.scheme ?? "http", authority: head.authority ?? "", path: head.path ?? "/")
@@ -177,18 +162,20 @@ public struct TransportRequest: Sendable {
     ) throws(TransportError) {
         let parts = try URLValidator.parse(url)
         try Self.checkFraming(headerFields)
-        self.storage = Storage(
-            head: HTTPRequest(
-                method: method,
-                scheme: parts.scheme,
-                authority: parts.authority,
-                path: parts.pathAndQuery,
-                headerFields: headerFields
-            ),
-            body: body,
-            options: options,
-            urlString: parts.isCanonical
-                ? url : Self.joined(scheme: parts.scheme, authority: parts.authority, path: parts.pathAndQuery)
+        self.storage = SharedValue(
+            Fields(
+                head: HTTPRequest(
+                    method: method,
+                    scheme: parts.scheme,
+                    authority: parts.authority,
+                    path: parts.pathAndQuery,
+                    headerFields: headerFields
+                ),
+                body: body,
+                options: options,
+                urlString: parts.isCanonical
+                    ? url : Self.joined(scheme: parts.scheme, authority: parts.authority, path: parts.pathAndQuery)
+            )
         )
     }
 

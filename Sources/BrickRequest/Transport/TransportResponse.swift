@@ -6,82 +6,47 @@ public import HTTPTypes
 /// Header fields are kept as the raw bytes the server sent and parsed when first read, so a caller
 /// that only needs the status and the body pays nothing for them.
 public struct TransportResponse: Sendable {
-    /// The fields, in one immutable box so that a copy costs one reference count (see
-    /// `TransportRequest`). Setting a property makes a new box.
-    private final class Storage: Sendable {
-        let status: HTTPResponse.Status
-        let rawHeaders: [UInt8]
-        let body: Data?
-        let bodyFile: String?
-        let metrics: TransportMetrics
-        let url: String
-
-        init(
-            status: HTTPResponse.Status,
-            rawHeaders: [UInt8],
-            body: Data?,
-            bodyFile: String?,
-            metrics: TransportMetrics,
-            url: String
-        ) {
-            self.status = status
-            self.rawHeaders = rawHeaders
-            self.body = body
-            self.bodyFile = bodyFile
-            self.metrics = metrics
-            self.url = url
-        }
+    /// The fields, in one immutable box (see `TransportRequest`).
+    private struct Fields: Sendable {
+        var status: HTTPResponse.Status
+        var rawHeaders: [UInt8]
+        var body: Data?
+        var bodyFile: String?
+        var metrics: TransportMetrics
+        var url: String
     }
 
-    private var storage: Storage
-
-    private mutating func update(
-        status: HTTPResponse.Status? = nil,
-        rawHeaders: [UInt8]? = nil,
-        body: Data?? = nil,
-        bodyFile: String?? = nil,
-        metrics: TransportMetrics? = nil,
-        url: String? = nil
-    ) {
-        storage = Storage(
-            status: status ?? storage.status,
-            rawHeaders: rawHeaders ?? storage.rawHeaders,
-            body: body ?? storage.body,
-            bodyFile: bodyFile ?? storage.bodyFile,
-            metrics: metrics ?? storage.metrics,
-            url: url ?? storage.url
-        )
-    }
+    private var storage: SharedValue<Fields>
 
     /// The response status.
     public var status: HTTPResponse.Status {
-        get { storage.status }
-        set { update(status: newValue) }
+        get { storage.value.status }
+        set { storage = storage.modified { $0.status = newValue } }
     }
     /// The raw header block of the final response (status line excluded), `Name: value\r\n` lines.
     public var rawHeaders: [UInt8] {
-        get { storage.rawHeaders }
-        set { update(rawHeaders: newValue) }
+        get { storage.value.rawHeaders }
+        set { storage = storage.modified { $0.rawHeaders = newValue } }
     }
     /// The decoded body when the destination was memory; `nil` when it was streamed to a file.
     public var body: Data? {
-        get { storage.body }
-        set { update(body: .some(newValue)) }
+        get { storage.value.body }
+        set { storage = storage.modified { $0.body = newValue } }
     }
     /// The file the body was written to, when the destination was a file.
     public var bodyFile: String? {
-        get { storage.bodyFile }
-        set { update(bodyFile: .some(newValue)) }
+        get { storage.value.bodyFile }
+        set { storage = storage.modified { $0.bodyFile = newValue } }
     }
     /// Timings and connection facts for this transfer.
     public var metrics: TransportMetrics {
-        get { storage.metrics }
-        set { update(metrics: newValue) }
+        get { storage.value.metrics }
+        set { storage = storage.modified { $0.metrics = newValue } }
     }
     /// The URL that produced this response (the last one, after redirects).
     public var url: String {
-        get { storage.url }
-        set { update(url: newValue) }
+        get { storage.value.url }
+        set { storage = storage.modified { $0.url = newValue } }
     }
 
     /// Creates a response.
@@ -119,13 +84,15 @@ public struct TransportResponse: Sendable {
         metrics: TransportMetrics,
         url: String
     ) {
-        self.storage = Storage(
-            status: status,
-            rawHeaders: rawHeaders,
-            body: body,
-            bodyFile: bodyFile,
-            metrics: metrics,
-            url: url
+        self.storage = SharedValue(
+            Fields(
+                status: status,
+                rawHeaders: rawHeaders,
+                body: body,
+                bodyFile: bodyFile,
+                metrics: metrics,
+                url: url
+            )
         )
     }
 

@@ -118,17 +118,31 @@ enum RouteTable {
             default: return false  // unreachable, blackhole, prohibit
             }
             var outputInterface: Int32 = 0
-            var offset = Int(cnetlink_nlmsg_align(Int32(MemoryLayout<rtmsg>.size)))
-            while offset + MemoryLayout<rtattr>.size <= raw.count {
-                let attribute = raw.load(fromByteOffset: offset, as: rtattr.self)
-                let length = Int(attribute.rta_len)
-                guard length >= MemoryLayout<rtattr>.size else { break }
-                if attribute.rta_type == UInt16(RTA_OIF.rawValue) {
-                    outputInterface = raw.load(fromByteOffset: offset + Int(cnetlink_rta_length(0)), as: Int32.self)
+            forEachRouteAttribute(raw) { type, value in
+                if type == UInt16(RTA_OIF.rawValue) && value.count >= 4 {
+                    outputInterface = value.loadUnaligned(as: Int32.self)
                 }
-                offset += Int(cnetlink_rta_space(Int32(length - Int(cnetlink_rta_length(0)))))
             }
             return outputInterface != 0 && isUpAndRunning(interface: outputInterface, socket: socket)
+        }
+    }
+
+    /// Calls `body` with the type and value bytes of each attribute after a route message's `rtmsg`.
+    static func forEachRouteAttribute(
+        _ message: UnsafeRawBufferPointer,
+        _ body: (_ type: UInt16, _ value: UnsafeRawBufferPointer) -> Void
+    ) {
+        let headerSize = Int(cnetlink_rta_length(0))
+        var offset = Int(cnetlink_nlmsg_align(Int32(MemoryLayout<rtmsg>.size)))
+        while offset + MemoryLayout<rtattr>.size <= message.count {
+            let attribute = message.load(fromByteOffset: offset, as: rtattr.self)
+            let length = Int(attribute.rta_len)
+            guard length >= headerSize, offset + length <= message.count else { break }
+            body(
+                attribute.rta_type,
+                UnsafeRawBufferPointer(rebasing: message[(offset + headerSize)..<(offset + length)])
+            )
+            offset += Int(cnetlink_rta_space(Int32(length - headerSize)))
         }
     }
 
@@ -210,24 +224,17 @@ struct RouteFingerprint: Equatable, Sendable {
                 metric: 0,
                 interfaceUsable: false
             )
-            var offset = Int(cnetlink_nlmsg_align(Int32(MemoryLayout<rtmsg>.size)))
-            let headerSize = Int(cnetlink_rta_length(0))
-            while offset + MemoryLayout<rtattr>.size <= raw.count {
-                let attribute = raw.load(fromByteOffset: offset, as: rtattr.self)
-                let length = Int(attribute.rta_len)
-                guard length >= headerSize, offset + length <= raw.count else { break }
-                let value = Array(raw[(offset + headerSize)..<(offset + length)])
-                switch attribute.rta_type {
-                case UInt16(RTA_DST.rawValue): route.destination = value
-                case UInt16(RTA_GATEWAY.rawValue): route.gateway = value
-                case UInt16(RTA_PREFSRC.rawValue): route.preferredSource = value
+            RouteTable.forEachRouteAttribute(raw) { type, value in
+                switch type {
+                case UInt16(RTA_DST.rawValue): route.destination = Array(value)
+                case UInt16(RTA_GATEWAY.rawValue): route.gateway = Array(value)
+                case UInt16(RTA_PREFSRC.rawValue): route.preferredSource = Array(value)
                 case UInt16(RTA_OIF.rawValue) where value.count >= 4:
-                    route.outputInterface = value.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
+                    route.outputInterface = value.loadUnaligned(as: Int32.self)
                 case UInt16(RTA_PRIORITY.rawValue) where value.count >= 4:
-                    route.metric = value.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
+                    route.metric = value.loadUnaligned(as: UInt32.self)
                 default: break
                 }
-                offset += Int(cnetlink_rta_space(Int32(length - headerSize)))
             }
             // IPv6 link-local (fe80::/10) and multicast (ff00::/8) routes come and go with every
             // interface and never carry a connection to a remote host.

@@ -97,6 +97,9 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
     // MARK: - Submitting (any thread)
 
     func submit(_ command: Command) {
+        // After the loop stopped, even the driver thread goes through the inbox, which forwards
+        // jobs (tasks resumed by the shutdown's completions) elsewhere. A start cannot arrive then:
+        // the loop stops only when the last `CurlTransport` reference is gone.
         if pthread_equal(pthread_self(), thread) != 0 && running {
             local.append(command)
             return
@@ -220,8 +223,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
         curl_multi_add_handle(multi, easy.raw)
     }
 
-    /// Delivers finished transfers; returns whether any completion ran without submitting a
-    /// follow-up on this thread (its code probably handed the outcome to another thread).
+    /// Delivers finished transfers; returns whether any completion ran (with no follow-up in
+    /// `local`, its code probably handed the outcome to another thread).
     private func readCompletions() -> Bool {
         var remaining: Int32 = 0
         var delivered = false
@@ -234,7 +237,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
             completed(transfer, code: code)
             delivered = true
         }
-        return delivered && local.isEmpty
+        return delivered
     }
 
     /// With nothing in flight after handing completions off, waits up to ``spinNanoseconds`` for
