@@ -30,6 +30,9 @@ extension Result {
     }
 }
 
+/// The calling thread, as a number that can be compared across threads.
+func currentThreadID() -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(bitPattern: pthread_self()))) }
+
 func get(
     _ url: String,
     headers: [(name: String, value: String)] = [],

@@ -3,12 +3,13 @@ import Synchronization
 
 /// Where `response(_:)` handlers run.
 ///
-/// Completions leave the transport's thread in batches: the transport appends finished requests to
-/// a list and schedules one drain on the queue only when none is pending, so a burst of responses
-/// costs one thread hop, not one per request.
+/// Handlers are queued in a list that is drained in batches: one drain is scheduled only when none
+/// is pending, so a burst of responses costs one scheduling, not one per request.
 public struct CallbackQueue: Sendable {
     enum Kind: Sendable {
         case dispatch(DispatchQueue)
+        /// A private serial queue whose drains may run on the transport's thread.
+        case serial(DispatchQueue)
         case transportThread
     }
 
@@ -26,12 +27,19 @@ public struct CallbackQueue: Sendable {
     /// are short and never block: while one runs, no other request of the session makes progress.
     public static let transportThread = CallbackQueue(kind: .transportThread)
 
-    /// A new private serial queue.
+    /// A private serial queue (the default): handlers run one at a time, in completion order.
     ///
-    /// - Parameter label: The queue's label.
+    /// When the transport offers it (``Transport/scheduleOnTransportThread(_:)``, as
+    /// ``CurlTransport`` does), the queue is drained on the transport's own thread right after the
+    /// responses arrive, with no thread hop; a handler that runs long (past
+    /// ``CurlTransport/Configuration/stallLimit``) keeps that thread while a standby takes the I/O
+    /// over, so handlers may block. Otherwise — and for handlers queued from other threads — the
+    /// drain runs on a Dispatch queue labelled `label`.
+    ///
+    /// - Parameter label: The label of the Dispatch queue.
     /// - Returns: The callback queue.
     public static func serial(label: String = "BrickRequest.callbacks") -> CallbackQueue {
-        .dispatch(DispatchQueue(label: label))
+        CallbackQueue(kind: .serial(DispatchQueue(label: label)))
     }
 }
 
@@ -43,12 +51,15 @@ final class CallbackDispatcher: Sendable {
     }
 
     private let queue: DispatchQueue?
+    /// Set when drains may run on the transport's thread.
+    private let transport: (any Transport)?
     private let pending = Mutex(Pending())
 
-    init(_ callbackQueue: CallbackQueue) {
+    init(_ callbackQueue: CallbackQueue, transport: any Transport) {
         switch callbackQueue.kind {
-        case .dispatch(let queue): self.queue = queue
-        case .transportThread: self.queue = nil
+        case .dispatch(let queue): (self.queue, self.transport) = (queue, nil)
+        case .serial(let queue): (self.queue, self.transport) = (queue, transport)
+        case .transportThread: (self.queue, self.transport) = (nil, nil)
         }
     }
 
@@ -63,6 +74,7 @@ final class CallbackDispatcher: Sendable {
             return !pending.scheduled
         }
         if schedule {
+            if let transport, transport.scheduleOnTransportThread({ self.drain() }) { return }
             queue.async { self.drain() }
         }
     }

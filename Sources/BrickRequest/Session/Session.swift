@@ -53,7 +53,7 @@ public final class Session: Sendable {
         self.clock = SessionClock(clock)
         self.logger = logger
         self.eventMonitors = eventMonitors
-        self.callbacks = CallbackDispatcher(configuration.callbackQueue)
+        self.callbacks = CallbackDispatcher(configuration.callbackQueue, transport: self.transport)
         let (transport, reachability) = (self.transport, self.reachability)
         let changes = reachability.changes()
         self.networkWatcher = Task {

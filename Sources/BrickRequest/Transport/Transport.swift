@@ -28,11 +28,30 @@ public protocol Transport: Sendable {
     /// opened before may be dead and must not be reused. A ``Session`` calls it on every change its
     /// ``ReachabilityMonitor`` reports. The default does nothing.
     func networkDidChange()
+
+    /// Runs `work` on the transport's own thread soon after the current completion returns, at a
+    /// point where the transport is between rounds of I/O, so that code answering a completion
+    /// needs no thread hop. `work` may block: a transport that accepts it keeps its I/O going on
+    /// another thread when `work` runs too long (``CurlTransport/Configuration/stallLimit``).
+    ///
+    /// Only meaningful inside a completion. Returns `false`, without running `work`, when called
+    /// elsewhere or when the transport does not offer it (the default); the caller then runs `work`
+    /// its own way. A ``Session`` uses it to drain its default callback queue.
+    ///
+    /// - Parameter work: What to run.
+    /// - Returns: Whether the transport took `work`.
+    func scheduleOnTransportThread(_ work: @escaping @Sendable () -> Void) -> Bool
 }
 
 extension Transport {
     /// Does nothing: a transport without a connection pool has nothing to forget.
     public func networkDidChange() {}
+
+    /// Declines: the caller runs the work on its own queue.
+    ///
+    /// - Parameter work: Not run.
+    /// - Returns: `false`.
+    public func scheduleOnTransportThread(_ work: @escaping @Sendable () -> Void) -> Bool { false }
 }
 
 /// A handle to a request started on a ``Transport``.

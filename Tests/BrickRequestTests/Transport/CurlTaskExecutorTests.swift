@@ -15,31 +15,31 @@ final class ExecutorEcho: Component, GETRequestType, NonAutoRetryType, Validated
     }
 }
 
-/// The calling thread, as a number that can be compared across threads.
-private func currentThread() -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(bitPattern: pthread_self()))) }
-
 @Suite("CurlTransport.taskExecutor")
 struct CurlTaskExecutorTests {
     @Test("a task that prefers the executor resumes on the thread where completions run")
     func resumesOnDriverThread() async throws {
         try await withServer { server in
-            let transport = CurlTransport()
+            var configuration = CurlTransport.Configuration()
+            // Long enough that a preempted task never makes the I/O move to the standby thread.
+            configuration.stallLimit = .seconds(2)
+            let transport = CurlTransport(configuration: configuration)
             let request = try get(server.baseURL + "/bytes/8")
             let completionThread = Mutex<UInt>(0)
             _ = try await transport.send(request)
             _ = await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 _ = transport.start(request) { _ in
-                    completionThread.withLock { $0 = currentThread() }
+                    completionThread.withLock { $0 = currentThreadID() }
                     continuation.resume()
                 }
             }
             let driverThread = completionThread.withLock { $0 }
             let threads = try await Task(executorPreference: transport.taskExecutor) {
-                var seen: [UInt] = [currentThread()]
+                var seen: [UInt] = [currentThreadID()]
                 for _ in 0..<20 {
                     let response = try await transport.send(request)
                     #expect(response.status == .ok)
-                    seen.append(currentThread())
+                    seen.append(currentThreadID())
                 }
                 return seen
             }.value

@@ -5,15 +5,25 @@ import Synchronization
 
 /// The thread that owns a `curl_multi` handle and every easy handle attached to it.
 ///
-/// Loop: drain the inbox (start, cancel) → `curl_multi_perform` → `curl_multi_info_read` →
-/// `curl_multi_poll`. Other threads append to the inbox under a lock and call
-/// `curl_multi_wakeup` only when the driver is asleep in `curl_multi_poll`; submissions made on
-/// the driver thread itself (from a completion) skip the lock and the wakeup.
+/// Loop: drain the inbox (start, cancel) → run safe-point work → `curl_multi_perform` →
+/// `curl_multi_info_read` → `curl_multi_poll`. Other threads append to the inbox under a lock and
+/// call `curl_multi_wakeup` only when the driver is asleep in `curl_multi_poll`; submissions made
+/// by the driver itself (from a completion) skip the lock and the wakeup.
+///
+/// **Leader and standby.** "The driver" is a role, not a thread: whichever thread holds the lease
+/// (the *leader*) runs the loop. Work that may block — a session's handler drain
+/// (``scheduleAtSafePoint(_:)``), a job of ``CurlTransport/taskExecutor`` — runs on the leader at
+/// its safe point, where no curl call is in progress, under a watch that a *standby* thread checks
+/// every ``CurlTransport/Configuration/stallLimit``. Work still running at two consecutive checks
+/// loses the lease: the standby becomes the leader and carries on with the I/O, and the old leader
+/// finishes its work and becomes the standby (or exits when there already is one). The lease
+/// changes hands through one atomic compare-and-exchange (acquire/release), so the driver state is
+/// handed over complete; the old leader touches none of it afterwards.
 ///
 /// `@unchecked Sendable`: `inbox` is guarded by its `Mutex`; the multi handle, the easy handles and
-/// every other mutable field are touched on the driver thread only (`curl_multi_wakeup`, documented
-/// as callable from any thread, is the one exception).
-final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl handles and driver state on the driver thread only
+/// every other mutable field are touched only by the thread holding the lease (`curl_multi_wakeup`,
+/// documented as callable from any thread, is the one exception).
+final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the rest by the lease holder only
     enum Command {
         case start(Transfer)
         case cancel(Transfer)
@@ -21,7 +31,15 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
         case job(UnownedJob)
         /// The network changed: stop reusing the connections opened so far.
         case networkChanged
+        /// Safe-point work handed back by a leader that lost the lease before running it.
+        case safePoint(SafePointWork)
         case shutdown
+    }
+
+    /// Work run at the safe point, watched by the standby thread. Fixed layout (perf rule 3).
+    enum SafePointWork {
+        case work(@Sendable () -> Void)
+        case job(UnownedJob)
     }
 
     struct Inbox {
@@ -46,12 +64,18 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
     /// C strings set on every transfer, converted once (libcurl copies them).
     private let constantStrings: ConstantStrings
     private let statistics = Mutex(Statistics())
-    private var thread = pthread_t()
     /// Runs tasks on this thread (``CurlTransport/taskExecutor``). Created before the thread starts,
     /// then read only there; dropped when the loop ends, which breaks the driver ⇄ executor cycle.
     @exclusivity(unchecked) private(set) var executor: CurlTaskExecutor?
 
-    // Driver-thread state. Unchecked exclusivity: a single thread touches it (perf rule 3).
+    /// The leader's `pthread_t` while it may take submissions without the lock; 0 while it runs
+    /// safe-point work (whose submissions go through the inbox: the lease may move meanwhile).
+    private let leaderThread = Atomic<UInt>(0)
+    /// The standby thread's bookkeeping; `nil` when ``CurlTransport/Configuration/stallLimit`` is
+    /// zero (safe-point work then runs unwatched and handler drains are not scheduled here).
+    private let standby: Standby?
+
+    // Driver state. Unchecked exclusivity: only the lease holder touches it (perf rule 3).
     @exclusivity(unchecked) private var local: [Command] = []
     @exclusivity(unchecked) private var drained: [Command] = []
     @exclusivity(unchecked) private var active: [Transfer] = []
@@ -60,6 +84,10 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
     @exclusivity(unchecked) private var running = true
     /// When the network last changed (``monotonicNanoseconds()``), or `nil` if it has not.
     @exclusivity(unchecked) private var networkChangedAt: UInt64?
+    /// Safe-point work waiting for the next safe point, and the spare buffer it is swapped with.
+    @exclusivity(unchecked) private var deferred: [SafePointWork] = []
+    @exclusivity(unchecked) private var spareDeferred: [SafePointWork] = []
+    @exclusivity(unchecked) private var workSequence: UInt64 = 0
 
     init(configuration: CurlTransport.Configuration, proxy: ResolvedProxy) {
         CurlGlobal.initialize()
@@ -68,6 +96,9 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
         let spin = configuration.handOffSpin.components
         let spinNanoseconds = min(spin.seconds, 1) * 1_000_000_000 + spin.attoseconds / 1_000_000_000
         self.spinNanoseconds = UInt64(min(max(spinNanoseconds, 0), 1_000_000_000))
+        let limit = configuration.stallLimit.components
+        let limitNanoseconds = min(limit.seconds, 10) * 1_000_000_000 + limit.attoseconds / 1_000_000_000
+        self.standby = limitNanoseconds > 0 ? Standby(tickNanoseconds: UInt64(max(limitNanoseconds, 100_000))) : nil
         self.multi = curl_multi_init()!
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, 2 /* CURLPIPE_MULTIPLEX */)
         if let max = configuration.maxConnections {
@@ -77,19 +108,35 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
             _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max)
         }
         executor = CurlTaskExecutor(driver: self)
-        let retained = Unmanaged.passRetained(self).toOpaque()
+        let started = startThread(leading: true)
+        precondition(started, "cannot start the curl driver thread")
+    }
+
+    /// Starts a thread that begins as the leader (the first one) or as the standby.
+    private func startThread(leading: Bool) -> Bool {
+        final class Start {
+            let driver: CurlDriver
+            let leading: Bool
+            init(_ driver: CurlDriver, _ leading: Bool) { (self.driver, self.leading) = (driver, leading) }
+        }
+        let start = Unmanaged.passRetained(Start(self, leading)).toOpaque()
+        var thread = pthread_t()
         let result = pthread_create(
             &thread,
             nil,
             { argument in
-                let driver = Unmanaged<CurlDriver>.fromOpaque(argument!).takeRetainedValue()
-                driver.run()
+                let start = Unmanaged<Start>.fromOpaque(argument!).takeRetainedValue()
+                start.driver.threadMain(leading: start.leading)
                 return nil
             },
-            retained
+            start
         )
-        precondition(result == 0, "cannot start the curl driver thread: \(result)")
+        if result != 0 {
+            Unmanaged<Start>.fromOpaque(start).release()
+            return false
+        }
         pthread_detach(thread)
+        return true
     }
 
     var snapshot: Statistics { statistics.withLock { $0 } }
@@ -100,7 +147,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
         // After the loop stopped, even the driver thread goes through the inbox, which forwards
         // jobs (tasks resumed by the shutdown's completions) elsewhere. A start cannot arrive then:
         // the loop stops only when the last `CurlTransport` reference is gone.
-        if pthread_equal(pthread_self(), thread) != 0 && running {
+        if leaderThread.load(ordering: .relaxed) == pthread_self() && running {
             local.append(command)
             return
         }
@@ -119,22 +166,54 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
         if wake { curl_multi_wakeup(multi) }
     }
 
+    /// Runs `work` on the driver at its next safe point, watched by the standby thread. Only from
+    /// the leader outside safe-point work (a completion); returns `false` elsewhere, or when
+    /// ``CurlTransport/Configuration/stallLimit`` is zero.
+    func scheduleAtSafePoint(_ work: @escaping @Sendable () -> Void) -> Bool {
+        guard standby != nil, leaderThread.load(ordering: .relaxed) == pthread_self() else { return false }
+        deferred.append(.work(work))
+        return true
+    }
+
     /// Runs a task's job that arrived after the loop ended on the global concurrent executor, so
     /// the task is never stranded.
     private static func runElsewhere(_ job: UnownedJob) {
         globalConcurrentExecutor.enqueue(ExecutorJob(job))
     }
 
-    // MARK: - The loop (driver thread)
+    // MARK: - Threads: leader and standby
 
-    private func run() {
+    /// A thread's life: lead until the loop ends or the lease is lost, then stand by (when no other
+    /// thread does) until taking the lease over.
+    private func threadMain(leading: Bool) {
+        var leading = leading
+        while true {
+            if leading {
+                leaderThread.store(pthread_self(), ordering: .relaxed)
+                guard lead() == .demoted, let standby else { return }
+                // The lease moved on while this thread ran safe-point work, which is now done.
+                guard standby.enlist() else { return }
+            }
+            guard let standby, standby.awaitTakeover() else { return }
+            leading = true
+        }
+    }
+
+    private enum LeadEnd { case stopped, demoted }
+
+    /// The loop, run by the lease holder.
+    private func lead() -> LeadEnd {
         var runningHandles: Int32 = 0
         while running {
             processCommands()
             if !running { break }
+            if !deferred.isEmpty {
+                guard runSafePointWork() else { return .demoted }
+                continue
+            }
             curl_multi_perform(multi, &runningHandles)
             let handedOff = readCompletions()
-            if !local.isEmpty { continue }
+            if !local.isEmpty || !deferred.isEmpty { continue }
             if handedOff && active.isEmpty && spinNanoseconds > 0 && awaitFollowUp() { continue }
             let sleep = inbox.withLock { inbox -> Bool in
                 if inbox.commands.isEmpty {
@@ -149,6 +228,53 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
             }
         }
         tearDown()
+        return .stopped
+    }
+
+    /// Runs the deferred work, each piece watched by the standby. Returns `false` when the lease
+    /// was lost meanwhile: the rest of the work has then been handed to the new leader and this
+    /// thread must not touch driver state again.
+    private func runSafePointWork() -> Bool {
+        var items: [SafePointWork] = []
+        swap(&items, &spareDeferred)
+        swap(&items, &deferred)
+        let executor = self.executor
+        leaderThread.store(0, ordering: .relaxed)
+        if let standby { standby.ensureAvailable { startThread(leading: false) } }
+        var index = 0
+        while index < items.count {
+            workSequence = Standby.next(after: workSequence)
+            let sequence = workSequence
+            standby?.watch(sequence)
+            // From here until `unwatch` succeeds, the lease may move: touch no driver state.
+            Self.run(items[index], on: executor)
+            index += 1
+            if let standby, !standby.unwatch(sequence) {
+                // A standby took the I/O over while this work ran: the rest goes to it.
+                while index < items.count {
+                    submit(.safePoint(items[index]))
+                    index += 1
+                }
+                return false
+            }
+        }
+        items.removeAll(keepingCapacity: true)
+        spareDeferred = items
+        leaderThread.store(pthread_self(), ordering: .relaxed)
+        return true
+    }
+
+    private static func run(_ work: SafePointWork, on executor: CurlTaskExecutor?) {
+        switch work {
+        case .work(let work):
+            work()
+        case .job(let job):
+            if let executor {
+                job.runSynchronously(on: executor.asUnownedTaskExecutor())
+            } else {
+                Self.runElsewhere(job)
+            }
+        }
     }
 
     private func processCommands() {
@@ -185,11 +311,15 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
                 finish(transfer, .failure(TransportError(.cancelled, message: "cancelled", requestBytesSent: sent)))
             }
         case .job(let job):
-            if let executor {
+            if standby != nil {
+                deferred.append(.job(job))
+            } else if let executor {
                 job.runSynchronously(on: executor.asUnownedTaskExecutor())
             } else {
                 Self.runElsewhere(job)
             }
+        case .safePoint(let work):
+            deferred.append(work)
         case .networkChanged:
             networkChangedAt = Self.monotonicNanoseconds()
         case .shutdown:
@@ -359,6 +489,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
                 transfer.completion(.failure(TransportError(.shutdown, message: "the transport was shut down")))
             case .job(let job):
                 Self.runElsewhere(job)
+            case .safePoint(let work):
+                deferred.append(work)
             default:
                 break
             }
@@ -372,7 +504,13 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; curl ha
         publishStatistics()
         curl_multi_cleanup(multi)
         constantStrings.free()
+        // Work scheduled by the completions above (handler drains) still runs, here; jobs move to
+        // the global executor. Anything scheduled from now on takes the callers' fallbacks.
+        leaderThread.store(0, ordering: .relaxed)
         executor = nil
+        standby?.stop()
+        for work in deferred { Self.run(work, on: nil) }
+        deferred.removeAll()
     }
 
     // MARK: - Per-transfer configuration
@@ -704,5 +842,125 @@ final class CurlTaskExecutor: TaskExecutor {
 
     func enqueue(_ job: consuming ExecutorJob) {
         driver.submit(.job(UnownedJob(job)))
+    }
+}
+
+/// The standby side of a ``CurlDriver``'s lease: the watch on safe-point work, and the one thread
+/// that waits to take the I/O over when a piece of work runs too long.
+///
+/// The standby sleeps one tick at a time while work is being run (and parks, at no cost, after
+/// about 100 ms without any); seeing the same piece of work at two consecutive ticks, it takes the
+/// lease with one compare-and-exchange on ``watched``.
+final class Standby: Sendable {
+    private static let takenOver: UInt64 = 1 << 63
+    /// While the leader runs a piece of safe-point work: its sequence number (never 0), with
+    /// ``takenOver`` or-ed in once a standby took the lease. 0 otherwise.
+    private let watched = Atomic<UInt64>(0)
+    /// Whether a standby thread exists (waiting, or started and about to).
+    private let available = Atomic<Bool>(false)
+    private let parked = Atomic<Bool>(false)
+    private let stopped = Atomic<Bool>(false)
+    private let wake = DispatchSemaphore(value: 0)
+    private let tick: timespec
+    private let ticksBeforeParking: Int
+
+    init(tickNanoseconds: UInt64) {
+        tick = timespec(tv_sec: Int(tickNanoseconds / 1_000_000_000), tv_nsec: Int(tickNanoseconds % 1_000_000_000))
+        ticksBeforeParking = max(2, Int(100_000_000 / tickNanoseconds))
+    }
+
+    /// The sequence number of the next piece of work: never 0, never with the taken-over bit.
+    static func next(after sequence: UInt64) -> UInt64 {
+        let next = (sequence &+ 1) & ~takenOver
+        return next == 0 ? 1 : next
+    }
+
+    // MARK: Leader side
+
+    /// Before running safe-point work: makes sure a standby thread exists.
+    func ensureAvailable(start: () -> Bool) {
+        if available.load(ordering: .relaxed) || stopped.load(ordering: .relaxed) { return }
+        if available.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged, !start() {
+            available.store(false, ordering: .relaxed)
+        }
+    }
+
+    /// The leader starts a piece of work. Sequentially consistent, paired with ``park()``.
+    func watch(_ sequence: UInt64) {
+        watched.store(sequence, ordering: .sequentiallyConsistent)
+        if parked.load(ordering: .sequentiallyConsistent),
+            parked.exchange(false, ordering: .sequentiallyConsistent)
+        {
+            wake.signal()
+        }
+    }
+
+    /// The leader finished the piece of work; returns whether it still holds the lease.
+    func unwatch(_ sequence: UInt64) -> Bool {
+        watched.compareExchange(expected: sequence, desired: 0, ordering: .acquiringAndReleasing).exchanged
+    }
+
+    /// The loop ended: the standby thread exits, and so does every leader demoted later.
+    func stop() {
+        stopped.store(true, ordering: .sequentiallyConsistent)
+        if parked.exchange(false, ordering: .sequentiallyConsistent) { wake.signal() }
+    }
+
+    // MARK: Standby side
+
+    /// A leader that lost the lease and finished its work offers to be the standby; `false` when
+    /// there already is one (or the loop ended): the thread then exits.
+    func enlist() -> Bool {
+        !stopped.load(ordering: .relaxed)
+            && available.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged
+    }
+
+    /// Waits until a piece of work has run for a whole tick, then takes the lease: returns `true`
+    /// when this thread is now the leader, `false` when the loop ended.
+    func awaitTakeover() -> Bool {
+        var lastSeen: UInt64 = 0
+        var quietTicks = 0
+        while !stopped.load(ordering: .relaxed) {
+            if quietTicks >= ticksBeforeParking {
+                park()
+                quietTicks = 0
+                lastSeen = 0
+                continue
+            }
+            var request = tick
+            var remaining = timespec()
+            while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
+            let seen = watched.load(ordering: .relaxed)
+            if seen == 0 || seen & Self.takenOver != 0 {
+                quietTicks += 1
+                lastSeen = 0
+                continue
+            }
+            quietTicks = 0
+            if seen != lastSeen {
+                lastSeen = seen
+                continue
+            }
+            // Acquire: the driver state the old leader wrote before this work is visible here.
+            if watched.compareExchange(expected: seen, desired: seen | Self.takenOver, ordering: .acquiring).exchanged {
+                // The old leader's `unwatch` now fails; clearing the mark readies the watch for
+                // this thread's own work.
+                watched.store(0, ordering: .relaxed)
+                available.store(false, ordering: .relaxed)
+                return true
+            }
+        }
+        return false
+    }
+
+    /// Sleeps until the leader runs safe-point work again (or the loop ends).
+    private func park() {
+        parked.store(true, ordering: .sequentiallyConsistent)
+        if watched.load(ordering: .sequentiallyConsistent) != 0 || stopped.load(ordering: .sequentiallyConsistent) {
+            // Work started meanwhile: unless the leader already claimed the flag (and signals),
+            // keep ticking.
+            if parked.exchange(false, ordering: .sequentiallyConsistent) { return }
+        }
+        wake.wait()
     }
 }

@@ -46,6 +46,20 @@ extension CurlTransport {
         /// briefly instead (a spin of CPU pause instructions, bounded by this duration) saves both.
         /// `.zero` puts the driver to sleep at once (the choice for battery-powered devices); at most 1 s.
         public var handOffSpin: Duration = .microseconds(50)
+        /// How long work run on the driver's thread may hold up its I/O before a standby thread
+        /// takes the I/O over. Default 2 ms.
+        ///
+        /// A ``Session``'s handlers (on its default ``CallbackQueue/serial(label:)`` queue) and the
+        /// tasks on ``CurlTransport/taskExecutor`` run on the driver's thread between rounds of I/O,
+        /// which spares each response a thread hop. A standby thread looks every `stallLimit` while
+        /// such work runs; a piece of work it finds running at two consecutive looks (so after
+        /// between one and two limits) keeps its thread, and the standby carries on with the I/O as
+        /// the new driver thread. Handlers may therefore block without stalling other requests for
+        /// more than about two limits. The standby sleeps while there is no such work.
+        ///
+        /// `.zero` turns this off: handlers then always hop to their queue's thread, and tasks on
+        /// `taskExecutor` hold up the I/O for as long as they run. At least 100 µs otherwise; at most 10 s.
+        public var stallLimit: Duration = .milliseconds(2)
 
         /// Creates the default configuration.
         public init() {}

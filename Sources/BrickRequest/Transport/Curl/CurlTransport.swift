@@ -4,7 +4,9 @@ import Foundation
 ///
 /// Connections are kept alive and reused; HTTP/2 is negotiated over TLS and multiplexed; easy
 /// handles are pooled and reset between requests. Completions run on the driver thread: keep them
-/// short (``Session`` hands user code to its callback queue).
+/// short. Longer work goes through ``scheduleOnTransportThread(_:)`` (which a ``Session`` uses
+/// for its handlers) or ``taskExecutor``: it runs on the driver's thread too, and a standby thread
+/// takes the I/O over if it runs longer than ``Configuration/stallLimit``.
 ///
 /// ```swift
 /// let transport = CurlTransport()
@@ -34,10 +36,12 @@ public final class CurlTransport: Transport {
     /// }
     /// ```
     ///
-    /// While such a task runs, no other transfer of this transport makes progress: use it for code
-    /// that is short and never blocks (no file I/O, no locks held long, no heavy decoding). Keep the
-    /// transport alive while tasks prefer it; after it shuts down their jobs run on the global
-    /// concurrent executor.
+    /// While such a task runs, the transport's I/O waits; if it runs longer than
+    /// ``Configuration/stallLimit``, a standby thread takes the I/O over (so a blocking task costs
+    /// other requests at most about two limits). Jobs are not serialized: after a takeover, a job
+    /// may run on the new driver thread while a long one finishes on the old. Keep the transport
+    /// alive while tasks prefer it; after it shuts down their jobs run on the global concurrent
+    /// executor.
     public let taskExecutor: any TaskExecutor
 
     /// Creates a transport and starts its driver thread.
@@ -78,6 +82,17 @@ public final class CurlTransport: Transport {
     /// libcurl's idle limit has retired every connection left idle since the change.
     public func networkDidChange() {
         driver.submit(.networkChanged)
+    }
+
+    /// Runs `work` on the driver's thread at its next safe point (before it waits for I/O again),
+    /// when called inside a completion; `false` elsewhere or when
+    /// ``Configuration/stallLimit`` is zero. If `work` runs longer than the stall limit, a
+    /// standby thread takes the I/O over, so `work` may block.
+    ///
+    /// - Parameter work: What to run.
+    /// - Returns: Whether the driver took `work`.
+    public func scheduleOnTransportThread(_ work: @escaping @Sendable () -> Void) -> Bool {
+        driver.scheduleAtSafePoint(work)
     }
 
     /// Requests in flight (started and not yet completed). For tests and diagnostics.

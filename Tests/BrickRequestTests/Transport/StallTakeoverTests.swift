@@ -1,0 +1,189 @@
+import BrickRequest
+import BrickTestServer
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+/// A GET brick whose body is read as `Data`, on a session of the test's own.
+final class TakeoverGet: Component, GETRequestType, NonAutoRetryType, ValidatedResponseType, DataResponseType {
+    let urlString: String
+    let session: Session
+    init(url: String, session: Session) {
+        self.urlString = url
+        self.session = session
+        super.init()
+    }
+}
+
+/// The thread on which `transport` runs its completions right now.
+private func completionThread(of transport: CurlTransport, request: TransportRequest) async -> UInt {
+    await withCheckedContinuation { (continuation: CheckedContinuation<UInt, Never>) in
+        _ = transport.start(request) { _ in continuation.resume(returning: currentThreadID()) }
+    }
+}
+
+/// Runs `count` requests of `session` one after another, each started by the previous handler;
+/// returns the thread each handler ran on.
+private func chainedHandlerThreads(_ url: String, _ session: Session, count: Int) async -> [UInt] {
+    final class Chain: Sendable {
+        let threads = Mutex<[UInt]>([])
+        let url: String
+        let session: Session
+        let count: Int
+        let done: @Sendable () -> Void
+        init(url: String, session: Session, count: Int, done: @escaping @Sendable () -> Void) {
+            (self.url, self.session, self.count, self.done) = (url, session, count, done)
+        }
+        func next() {
+            TakeoverGet(url: url, session: session).response { [self] response in
+                #expect(response.error == nil)
+                let finished = threads.withLock {
+                    $0.append(currentThreadID())
+                    return $0.count == count
+                }
+                finished ? done() : next()
+            }.resume()
+        }
+    }
+    return await withCheckedContinuation { (continuation: CheckedContinuation<[UInt], Never>) in
+        let chain = Mutex<Chain?>(nil)
+        let created = Chain(url: url, session: session, count: count) {
+            continuation.resume(returning: chain.withLock { $0?.threads.withLock { $0 } ?? [] })
+            chain.withLock { $0 = nil }
+        }
+        chain.withLock { $0 = created }
+        created.next()
+    }
+}
+
+@Suite("Work on the transport's thread: handler drains, executor jobs, stall takeover")
+struct StallTakeoverTests {
+    /// Where the handlers of `count` chained requests ran, and where the transport's completions
+    /// run, on a transport with `stallLimit`.
+    private func handlerThreads(
+        stallLimit: Duration,
+        count: Int,
+        server: BrickTestServer
+    ) async throws -> (handlers: [UInt], transport: UInt) {
+        var configuration = CurlTransport.Configuration()
+        configuration.stallLimit = stallLimit
+        let transport = CurlTransport(configuration: configuration)
+        let session = Session(transport: transport)
+        let url = server.baseURL + "/bytes/8"
+        let driver = await completionThread(of: transport, request: try get(url))
+        return (await chainedHandlerThreads(url, session, count: count), driver)
+    }
+
+    @Test("the default serial queue runs handlers on the transport's thread, with no hop")
+    func handlersRunOnTransportThread() async throws {
+        try await withServer { server in
+            // Long enough that a preempted handler never triggers a takeover in this test.
+            let threads = try await handlerThreads(stallLimit: .seconds(2), count: 20, server: server)
+            #expect(threads.handlers.count == 20)
+            #expect(threads.handlers.allSatisfy { $0 == threads.transport })
+            #expect(server.requestCount == 21)
+        }
+    }
+
+    @Test("with stallLimit zero, handlers hop to the queue's own thread")
+    func zeroLimitHops() async throws {
+        try await withServer { server in
+            let threads = try await handlerThreads(stallLimit: .zero, count: 5, server: server)
+            #expect(threads.handlers.count == 5)
+            #expect(threads.handlers.allSatisfy { $0 != threads.transport })
+        }
+    }
+
+    @Test("a handler that blocks does not stall the transport: another request completes meanwhile")
+    func blockingHandlerDoesNotStallIO() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            let session = Session(transport: transport)
+            let request = try get(server.baseURL + "/bytes/16")
+            let url = server.baseURL + "/bytes/8"
+            // The handler waits for a request that only the transport's I/O can complete. Without a
+            // takeover, the I/O would be stuck behind the handler and the wait would time out.
+            let waited = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                TakeoverGet(url: url, session: session).response { response in
+                    #expect(response.error == nil)
+                    let other = DispatchSemaphore(value: 0)
+                    _ = transport.start(request) { result in
+                        #expect((try? result.get())?.body?.count == 16)
+                        other.signal()
+                    }
+                    continuation.resume(returning: other.wait(timeout: .now() + 20) == .success)
+                }.resume()
+            }
+            #expect(waited)
+            #expect(server.requestCount == 2)
+        }
+    }
+
+    @Test("handlers stay one at a time and each runs once while slow ones move the I/O between threads")
+    func handlersStaySerialAcrossTakeovers() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            let session = Session(transport: transport)
+            let url = server.baseURL + "/bytes/32"
+            let inside = Atomic<Int>(0)
+            let overlaps = Atomic<Int>(0)
+            let delivered = Atomic<Int>(0)
+            let total = 60
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                for index in 0..<total {
+                    TakeoverGet(url: url, session: session).response { response in
+                        #expect(response.value?.count == 32)
+                        if inside.add(1, ordering: .sequentiallyConsistent).newValue != 1 {
+                            overlaps.add(1, ordering: .relaxed)
+                        }
+                        // Every fifth handler outlasts the stall limit several times over.
+                        if index % 5 == 0 { usleep(8_000) }
+                        inside.subtract(1, ordering: .sequentiallyConsistent)
+                        if delivered.add(1, ordering: .sequentiallyConsistent).newValue == total {
+                            continuation.resume()
+                        }
+                    }.resume()
+                }
+            }
+            #expect(overlaps.load(ordering: .relaxed) == 0)
+            #expect(delivered.load(ordering: .relaxed) == total)
+            #expect(server.requestCount == total)
+            // The transport still works after the I/O moved between threads.
+            let after = try await transport.send(try get(url))
+            #expect(after.body?.count == 32)
+        }
+    }
+
+    @Test("a task on taskExecutor that blocks does not stall the transport")
+    func blockingExecutorTaskDoesNotStallIO() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            let request = try get(server.baseURL + "/bytes/8")
+            _ = try await transport.send(request)
+            let started = DispatchSemaphore(value: 0)
+            let answered = DispatchSemaphore(value: 0)
+            let blocked = Task(executorPreference: transport.taskExecutor) { () -> Bool in
+                started.signal()
+                // Blocks the thread it runs on until the transport answers another request.
+                return answered.wait(timeout: .now() + 20) == .success
+            }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async {
+                    started.wait()
+                    _ = transport.start(request) { result in
+                        #expect((try? result.get())?.status == .ok)
+                        answered.signal()
+                    }
+                    continuation.resume()
+                }
+            }
+            #expect(await blocked.value)
+            // Tasks on the executor keep working after the takeover.
+            let status = try await Task(executorPreference: transport.taskExecutor) {
+                try await transport.send(request).status
+            }.value
+            #expect(status == .ok)
+        }
+    }
+}
