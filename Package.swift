@@ -54,6 +54,12 @@ let package = Package(
             dependencies: ["BrickRequest", "BrickTestServer"],
             path: "Samples/BrickDemo"
         ),
+        // For the test suite: measures a large download's memory in a process of its own.
+        .executableTarget(
+            name: "brick-memory-probe",
+            dependencies: ["BrickRequest", "BrickTestServer"],
+            path: "Tests/Probes/MemoryProbe"
+        ),
         .testTarget(
             name: "BrickRequestTests",
             dependencies: ["BrickRequest", "BrickTesting", "BrickTestServer"]

@@ -40,6 +40,11 @@ if environment["BRICK_BENCH_DEFAULTS"] == nil {
 if let spin = environment["BRICK_BENCH_HANDOFF_SPIN_US"].flatMap(Int.init) {
     configuration.handOffSpin = .microseconds(spin)
 }
+// BRICK_BENCH_STALL_LIMIT_US overrides CurlTransport.Configuration.stallLimit (microseconds; 0 makes
+// the session's handlers hop to its Dispatch queue).
+if let limit = environment["BRICK_BENCH_STALL_LIMIT_US"].flatMap(Int.init) {
+    configuration.stallLimit = .microseconds(limit)
+}
 let transport = CurlTransport(configuration: configuration)
 // BRICK_BENCH_CALLBACK_QUEUE=transport runs response(_:) handlers on the transport's thread
 // (CallbackQueue.transportThread, for handlers that never block); the default is the session's own
@@ -168,6 +173,9 @@ default:
 }
 let elapsed = clock.now - start
 let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+if environment["BRICK_BENCH_VERBOSE"] != nil {
+    FileHandle.standardError.write(Data("brick-bench: stall takeovers: \(transport.stallTakeoverCount)\n".utf8))
+}
 if let lastError {
     FileHandle.standardError.write(Data("brick-bench: last error: \(lastError)\n".utf8))
 }

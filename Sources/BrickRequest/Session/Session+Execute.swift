@@ -364,7 +364,7 @@ extension Session {
     }
 
     /// Completion and validation of one outcome (serialization follows in ``Outcome/response(_:)``);
-    /// runs off the transport's thread (unless the callback queue is the transport thread).
+    /// runs where the handler runs (the callback queue), or in the awaiting task.
     private func finish(
         _ prepared: PreparedRequest,
         request: TransportRequest,

@@ -116,6 +116,7 @@ struct StallTakeoverTests {
                 }.resume()
             }
             #expect(waited)
+            #expect(transport.stallTakeoverCount == 1)
             #expect(server.requestCount == 2)
         }
     }
@@ -146,6 +147,7 @@ struct StallTakeoverTests {
                     }.resume()
                 }
             }
+            #expect(transport.stallTakeoverCount > 0)
             #expect(overlaps.load(ordering: .relaxed) == 0)
             #expect(delivered.load(ordering: .relaxed) == total)
             #expect(server.requestCount == total)
@@ -179,6 +181,7 @@ struct StallTakeoverTests {
                 }
             }
             #expect(await blocked.value)
+            #expect(transport.stallTakeoverCount == 1)
             // Tasks on the executor keep working after the takeover.
             let status = try await Task(executorPreference: transport.taskExecutor) {
                 try await transport.send(request).status

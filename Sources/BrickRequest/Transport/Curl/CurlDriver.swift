@@ -52,6 +52,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
     struct Statistics {
         var activeTransfers = 0
         var easyHandles = 0
+        var takeovers = 0
     }
 
     private let inbox = Mutex(Inbox())
@@ -195,6 +196,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
                 guard standby.enlist() else { return }
             }
             guard let standby, standby.awaitTakeover() else { return }
+            statistics.withLock { $0.takeovers += 1 }
             leading = true
         }
     }

@@ -98,6 +98,10 @@ public final class CurlTransport: Transport {
     /// Requests in flight (started and not yet completed). For tests and diagnostics.
     public var activeTransferCount: Int { driver.snapshot.activeTransfers }
 
+    /// How many times a standby thread took the I/O over from work that ran longer than
+    /// ``Configuration/stallLimit``. For tests and diagnostics.
+    public var stallTakeoverCount: Int { driver.snapshot.takeovers }
+
     /// libcurl easy handles alive (in flight plus pooled for reuse). For tests and diagnostics.
     public var easyHandleCount: Int { driver.snapshot.easyHandles }
 }

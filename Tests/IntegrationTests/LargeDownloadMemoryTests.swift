@@ -1,0 +1,32 @@
+import Foundation
+import Testing
+
+@Suite("A large download's memory, measured in a process of its own")
+struct LargeDownloadMemoryTests {
+    /// `brick-memory-probe`, built next to the test binary by `swift test`.
+    static var probePath: String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        let executable =
+            length > 0 ? String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        return URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("brick-memory-probe")
+            .path
+    }
+
+    @Test("a 100 MiB download to a file keeps the process under 64 MiB resident")
+    func hundredMebibytesToFile() throws {
+        let output = try Subprocess.run("'\(Self.probePath)' 104857600")
+        let fields = Dictionary(
+            uniqueKeysWithValues: output.split(whereSeparator: \.isWhitespace).compactMap { field -> (String, Int)? in
+                let parts = field.split(separator: "=")
+                guard parts.count == 2, let value = Int(parts[1]) else { return nil }
+                return (String(parts[0]), value)
+            }
+        )
+        #expect(fields["status"] == 200, "\(output)")
+        #expect(fields["size"] == 104_857_600, "\(output)")
+        let peak = try #require(fields["peak"], "\(output)")
+        // The server holds one chunk at a time; the client writes through to disk.
+        #expect(peak < 64 * 1024 * 1024, "\(output)")
+    }
+}
