@@ -225,6 +225,10 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
                 return false
             }
             if sleep {
+                if active.isEmpty && idleHandles.count > configuration.maxIdleHandles {
+                    trimIdleHandles()
+                    publishStatistics()
+                }
                 curl_multi_poll(multi, nil, 0, 1000, nil)
                 inbox.withLock { $0.sleeping = false }
             }
@@ -455,11 +459,11 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
             last.activeIndex = index
         }
         transfer.activeIndex = -1
-        if idleHandles.count < configuration.maxIdleHandles {
-            idleHandles.append(easy)
-        } else {
-            easyHandleCount -= 1
-        }
+        // Every handle is kept while transfers are in flight or queued (the next ones reuse them:
+        // creating a handle and setting its constant options costs about as much as a transfer);
+        // beyond `maxIdleHandles` they are freed as soon as the driver has nothing left to do.
+        idleHandles.append(easy)
+        if active.isEmpty && local.isEmpty && deferred.isEmpty { trimIdleHandles() }
         publishStatistics()
         if case .failure(let error) = result, case .file(let path) = transfer.request.options.destination,
             error.kind != .cancelled || transfer.received > 0
@@ -468,6 +472,13 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
             unlink(path)
         }
         transfer.completion(result)
+    }
+
+    private func trimIdleHandles() {
+        while idleHandles.count > configuration.maxIdleHandles {
+            idleHandles.removeLast()
+            easyHandleCount -= 1
+        }
     }
 
     private func publishStatistics() {

@@ -35,7 +35,10 @@ extension CurlTransport {
         /// Default `BrickRequest/VERSION libcurl/VERSION`. (Each header costs libcurl 7.88 several
         /// thousand instructions per request to format; see the benchmarks.)
         public var userAgent: String? = CurlGlobal.userAgent
-        /// How many idle easy handles are kept for reuse. Default 64.
+        /// How many idle easy handles are kept for reuse once no transfer is in flight. Default 64.
+        /// While transfers run, every handle is kept for the next ones (so a burst of concurrent
+        /// requests does not create and destroy handles); the surplus is freed when the last
+        /// transfer ends.
         public var maxIdleHandles: Int = 64
         /// How long the driver thread stays awake for a follow-up request after it has handed
         /// completions to other threads and has nothing left in flight. Default 50 µs.
