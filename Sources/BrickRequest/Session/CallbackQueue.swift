@@ -23,8 +23,11 @@ public struct CallbackQueue: Sendable {
         CallbackQueue(kind: .dispatch(queue))
     }
 
-    /// Handlers run directly on the transport's thread, with no hop at all. Only for handlers that
-    /// are short and never block: while one runs, no other request of the session makes progress.
+    /// Handlers run directly inside the transport's completions. Only for handlers that are short
+    /// and never block: while one runs, no other request of the transport makes progress, however
+    /// long it takes. The default ``serial(label:)`` queue also runs handlers on the transport's
+    /// thread when it can, without that risk (a standby thread takes the I/O over from a handler
+    /// that runs long); this one saves only its bookkeeping, a lock per response.
     public static let transportThread = CallbackQueue(kind: .transportThread)
 
     /// A private serial queue (the default): handlers run one at a time, in completion order.
