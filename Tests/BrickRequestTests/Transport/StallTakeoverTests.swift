@@ -190,3 +190,62 @@ struct StallTakeoverTests {
         }
     }
 }
+
+@Suite("Stall takeovers under load")
+struct StallTakeoverStressTests {
+    @Test(
+        "many requests whose handlers and tasks block at random: each handler once, one at a time; nothing left behind"
+    )
+    func randomBlockingUnderLoad() async throws {
+        try await withServer { server in
+            var configuration = CurlTransport.Configuration()
+            configuration.stallLimit = .microseconds(500)
+            let transport = CurlTransport(configuration: configuration)
+            let session = Session(transport: transport)
+            let url = server.baseURL + "/bytes/64"
+            let inside = Atomic<Int>(0)
+            let overlaps = Atomic<Int>(0)
+            let calls = Mutex<[Int: Int]>([:])
+            let total = 300
+            // Handlers through the session's default queue: a third of them block for 1–3 ms.
+            async let handlers: Void = withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                for index in 0..<total {
+                    TakeoverGet(url: url, session: session).response { response in
+                        #expect(response.value?.count == 64)
+                        if inside.add(1, ordering: .sequentiallyConsistent).newValue != 1 {
+                            overlaps.add(1, ordering: .relaxed)
+                        }
+                        if index % 3 == 0 { usleep(UInt32(1_000 + (index % 5) * 500)) }
+                        inside.subtract(1, ordering: .sequentiallyConsistent)
+                        let delivered = calls.withLock {
+                            $0[index, default: 0] += 1
+                            return $0.count
+                        }
+                        if delivered == total && calls.withLock({ $0[index] }) == 1 { continuation.resume() }
+                    }.resume()
+                }
+            }
+            // Meanwhile, tasks on the transport's executor, some of which block their thread too.
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for worker in 0..<8 {
+                    group.addTask(executorPreference: transport.taskExecutor) {
+                        var ok = 0
+                        for step in 0..<20 {
+                            if (worker + step) % 4 == 0 { usleep(1_500) }
+                            if try await transport.send(try get(url)).status == .ok { ok += 1 }
+                        }
+                        return ok
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            await handlers
+            #expect(statuses == 160)
+            #expect(overlaps.load(ordering: .relaxed) == 0)
+            #expect(calls.withLock { $0.count == total && $0.values.allSatisfy { $0 == 1 } })
+            #expect(transport.stallTakeoverCount > 0)
+            #expect(server.requestCount == total + 160)
+            #expect(transport.activeTransferCount == 0)
+        }
+    }
+}

@@ -41,14 +41,17 @@ extension CurlTransport {
         /// transfer ends.
         public var maxIdleHandles: Int = 64
         /// How long the driver thread stays awake for a follow-up request after it has handed
-        /// completions to other threads and has nothing left in flight. Default 50 µs.
+        /// completions to other threads and has nothing left in flight. Default `.zero` (off).
         ///
-        /// Code that answers a response by starting the next request (a `response(_:)` handler, a
-        /// task resumed by `await`) runs on another thread; waking a driver asleep in `poll` costs a
-        /// system call and a scheduler round trip, which dominates one-at-a-time traffic. Waiting
-        /// briefly instead (a spin of CPU pause instructions, bounded by this duration) saves both.
-        /// `.zero` puts the driver to sleep at once (the choice for battery-powered devices); at most 1 s.
-        public var handOffSpin: Duration = .microseconds(50)
+        /// Code that answers a response from another thread (a task resumed by `await` on the global
+        /// executor, a handler on a `CallbackQueue.dispatch(_:)` queue) starts the next request
+        /// while the driver may be asleep in `poll`, which costs a wakeup. Spinning briefly instead
+        /// (CPU pause instructions, bounded by this duration) avoids it, but holds a core that the
+        /// woken thread may need: on the 2-core machines this project is measured on it was a loss
+        /// at every concurrency (one request at a time through `value`: 0.54× the C client with
+        /// 50 µs against 0.72× without, and half again the CPU). Worth trying only with cores to
+        /// spare; at most 1 s.
+        public var handOffSpin: Duration = .zero
         /// How long work run on the driver's thread may hold up its I/O before a standby thread
         /// takes the I/O over. Default 2 ms.
         ///
