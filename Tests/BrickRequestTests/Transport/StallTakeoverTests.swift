@@ -191,6 +191,41 @@ struct StallTakeoverTests {
     }
 }
 
+extension StallTakeoverTests {
+    @Test("work queued behind a long one still runs when the transport shuts down meanwhile")
+    func workAfterShutdown() async throws {
+        try await withServer { server in
+            var transport: CurlTransport? = CurlTransport()
+            weak let weakTransport = transport
+            let release = DispatchSemaphore(value: 0)
+            let laterRan = DispatchSemaphore(value: 0)
+            let scheduled = DispatchSemaphore(value: 0)
+            _ = transport?.start(try get(server.baseURL + "/bytes/8")) { _ in
+                guard let transport = weakTransport else { return }
+                // The first piece of work blocks until released; the second waits behind it.
+                #expect(transport.scheduleOnTransportThread { release.wait() })
+                #expect(transport.scheduleOnTransportThread { laterRan.signal() })
+                scheduled.signal()
+            }
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async {
+                    scheduled.wait()
+                    continuation.resume()
+                }
+            }
+            while (transport?.stallTakeoverCount ?? 0) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            // The standby leads now; let it end the loop, then let the blocked work return.
+            transport = nil
+            try await Task.sleep(for: .milliseconds(100))
+            release.signal()
+            let ran = await withCheckedContinuation { continuation in
+                DispatchQueue.global().async { continuation.resume(returning: laterRan.wait(timeout: .now() + 20)) }
+            }
+            #expect(ran == .success)
+        }
+    }
+}
+
 @Suite("Stall takeovers under load")
 struct StallTakeoverStressTests {
     @Test(

@@ -159,8 +159,13 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
             return inbox.sleeping
         }
         guard let wake else {
-            // The loop has ended: only a job still needs somewhere to run.
-            if case .job(let job) = command { Self.runElsewhere(job) }
+            // The loop has ended: jobs and safe-point work still need somewhere to run (work handed
+            // back by a leader that lost the lease just before the end runs here, on its thread).
+            switch command {
+            case .job(let job): Self.runElsewhere(job)
+            case .safePoint(let work): Self.run(work, on: nil)
+            default: break
+            }
             return
         }
         submissions.add(1, ordering: .releasing)
