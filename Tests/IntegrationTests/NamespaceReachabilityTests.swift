@@ -72,13 +72,19 @@ final class VethLab: Sendable {
 final class CountingTransport: Transport {
     let inner: any Transport
     let attempts = Mutex(0)
+    /// Every failed attempt, for the failure messages.
+    let failures = Mutex<[String]>([])
     init(_ inner: any Transport) { self.inner = inner }
+    func networkDidChange() { inner.networkDidChange() }
     func start(
         _ request: TransportRequest,
         completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void
     ) -> TransportTask {
         attempts.withLock { $0 += 1 }
-        return inner.start(request, completion: completion)
+        return inner.start(request) { result in
+            if case .failure(let error) = result { self.failures.withLock { $0.append("\(error)") } }
+            completion(result)
+        }
     }
 }
 
@@ -134,7 +140,10 @@ struct NamespaceReachabilityTests {
             let response = await task.value
             recoveries.append(ContinuousClock.now - upAt)
             #expect(response.status == .ok, "flap \(flap): \(String(describing: response.error))")
-            #expect(response.retryCount == 0, "flap \(flap): parking spends no attempt")
+            #expect(
+                response.retryCount == 0,
+                "flap \(flap): parking spends no attempt; failed attempts: \(transport.failures.withLock { $0.suffix(3) })"
+            )
         }
         let sorted = recoveries.sorted()
         let p95 = sorted[max(0, Int((Double(sorted.count) * 0.95).rounded(.up)) - 1)]
