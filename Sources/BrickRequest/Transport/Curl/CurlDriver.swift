@@ -867,13 +867,16 @@ final class CurlTaskExecutor: TaskExecutor {
 /// that waits to take the I/O over when a piece of work runs too long.
 ///
 /// The standby sleeps one tick at a time while work is being run (and parks, at no cost, after
-/// about 100 ms without any); seeing the same piece of work at two consecutive ticks, it takes the
+/// about 20 ms in which no work started); seeing the same piece of work at two consecutive ticks, it takes the
 /// lease with one compare-and-exchange on ``watched``.
 final class Standby: Sendable {
     private static let takenOver: UInt64 = 1 << 63
     /// While the leader runs a piece of safe-point work: its sequence number (never 0), with
     /// ``takenOver`` or-ed in once a standby took the lease. 0 otherwise.
     private let watched = Atomic<UInt64>(0)
+    /// The sequence number of the last piece of work started, kept after it ends: how the standby
+    /// tells a quiet tick from a busy one whose work happened between two looks.
+    private let lastStarted = Atomic<UInt64>(0)
     /// Whether a standby thread exists (waiting, or started and about to).
     private let available = Atomic<Bool>(false)
     private let parked = Atomic<Bool>(false)
@@ -884,7 +887,7 @@ final class Standby: Sendable {
 
     init(tickNanoseconds: UInt64) {
         tick = timespec(tv_sec: Int(tickNanoseconds / 1_000_000_000), tv_nsec: Int(tickNanoseconds % 1_000_000_000))
-        ticksBeforeParking = max(2, Int(100_000_000 / tickNanoseconds))
+        ticksBeforeParking = max(2, Int(20_000_000 / tickNanoseconds))
     }
 
     /// The sequence number of the next piece of work: never 0, never with the taken-over bit.
@@ -905,6 +908,7 @@ final class Standby: Sendable {
 
     /// The leader starts a piece of work. Sequentially consistent, paired with ``park()``.
     func watch(_ sequence: UInt64) {
+        lastStarted.store(sequence, ordering: .relaxed)
         watched.store(sequence, ordering: .sequentiallyConsistent)
         if parked.load(ordering: .sequentiallyConsistent),
             parked.exchange(false, ordering: .sequentiallyConsistent)
@@ -937,6 +941,7 @@ final class Standby: Sendable {
     /// when this thread is now the leader, `false` when the loop ended.
     func awaitTakeover() -> Bool {
         var lastSeen: UInt64 = 0
+        var lastStartedSeen: UInt64 = 0
         var quietTicks = 0
         while !stopped.load(ordering: .relaxed) {
             if quietTicks >= ticksBeforeParking {
@@ -950,7 +955,9 @@ final class Standby: Sendable {
             while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
             let seen = watched.load(ordering: .relaxed)
             if seen == 0 || seen & Self.takenOver != 0 {
-                quietTicks += 1
+                let started = lastStarted.load(ordering: .relaxed)
+                quietTicks = started == lastStartedSeen ? quietTicks + 1 : 0
+                lastStartedSeen = started
                 lastSeen = 0
                 continue
             }
