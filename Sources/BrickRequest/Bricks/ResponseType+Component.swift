@@ -7,6 +7,7 @@ extension ResponseType where Self: Component {
     ///   the request is cancelled.
     /// - Returns: The request, for chaining `.resume()`.
     @discardableResult
+    @inlinable
     public func response(_ handler: @escaping @Sendable (Response<SerializedObject, BrickError>) -> Void) -> Self {
         let lifecycle = self.lifecycle
         let serializer = responseSerializer

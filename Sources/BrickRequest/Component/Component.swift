@@ -27,9 +27,9 @@ open class Component: Hashable {
     /// State, retry count and the transfer in flight, shared with the session.
     public let lifecycle = RequestLifecycle()
     /// Starts the request once rendered; set by `response(_:)`.
-    var pendingStart: ((Session) -> Void)?
+    @usableFromInline var pendingStart: ((Session) -> Void)?
     /// Tells the registered handler that the request was cancelled before it started.
-    var pendingCancel: (() -> Void)?
+    @usableFromInline var pendingCancel: (() -> Void)?
 
     /// Creates a component.
     ///

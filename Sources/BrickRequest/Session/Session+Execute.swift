@@ -5,13 +5,16 @@ import Logging
 /// why rendering failed), the validation, the retry configuration and the authenticator.
 /// `Sendable`, built on the caller's side. Not generic, like the whole session pipeline: only the
 /// last step, ``Outcome/response(_:)``, knows the value type, so running a request instantiates
-/// no generic types at run time.
-struct PreparedRequest: Sendable {
-    var rendered: Result<TransportRequest, BrickError>
-    var validation: ResponseValidation?
-    var retry: AutoRetryConfiguration
-    var authenticator: Authenticator?
+/// no generic types at run time. A class: the closures of one exchange share it by reference
+/// instead of each copying its fields.
+@usableFromInline
+final class PreparedRequest: Sendable {
+    let rendered: Result<TransportRequest, BrickError>
+    let validation: ResponseValidation?
+    let retry: AutoRetryConfiguration
+    let authenticator: Authenticator?
 
+    @usableFromInline
     init(_ request: some RequestType) {
         let session = request.session
         do {
@@ -26,7 +29,9 @@ struct PreparedRequest: Sendable {
 }
 
 /// How a request ended, before serialization.
+@usableFromInline
 struct Outcome: Sendable {
+    @usableFromInline
     enum Ending: Sendable {
         /// A response that passed validation: to be serialized.
         case validated(TransportResponse)
@@ -35,16 +40,19 @@ struct Outcome: Sendable {
     }
 
     /// The rendered request, or `nil` when rendering failed.
-    var request: TransportRequest?
-    var ending: Ending
-    var retryCount: Int = 0
+    @usableFromInline var request: TransportRequest?
+    @usableFromInline var ending: Ending
+    @usableFromInline var retryCount: Int = 0
 
     /// A failure before or without a response.
     static func failed(_ error: BrickError, request: TransportRequest?, retryCount: Int = 0) -> Outcome {
         Outcome(request: request, ending: .failed(error, nil), retryCount: retryCount)
     }
 
-    /// The typed response: serializes a validated response with `serializer`.
+    /// The typed response: serializes a validated response with `serializer`. Inlinable, so that
+    /// it is specialized for the endpoint's value type where the endpoint is declared (no generic
+    /// metadata lookup per response).
+    @inlinable
     func response<Value: Sendable>(_ serializer: any ResponseSerializer<Value>) -> Response<Value, BrickError> {
         switch ending {
         case .validated(let response):
@@ -68,6 +76,7 @@ struct Outcome: Sendable {
 
 extension Session {
     /// Runs a prepared request and calls `handler` once, through the callback queue.
+    @usableFromInline
     func execute(
         _ prepared: PreparedRequest,
         lifecycle: RequestLifecycle,
@@ -349,6 +358,7 @@ extension Session {
     }
 
     /// Delivers a cancellation to a handler whose request was cancelled before it started.
+    @usableFromInline
     func deliverCancellation(to handler: @escaping @Sendable (Outcome) -> Void) {
         callbacks.submit { handler(.failed(.cancelled, request: nil)) }
     }
