@@ -24,6 +24,7 @@ extension ResponseType where Self: Component {
     /// calling task cancels the transfer. Never throws: failures are in ``Response/result``.
     ///
     /// - Returns: The response.
+    @inlinable
     nonisolated(nonsending) public func response() async -> Response<SerializedObject, BrickError> {
         let prepared = PreparedRequest(self)
         let serializer = responseSerializer
@@ -37,6 +38,7 @@ extension ResponseType where Self: Component {
     /// ```
     ///
     /// - Throws: ``BrickError``; ``BrickError/cancelled`` when the calling task is cancelled.
+    @inlinable
     nonisolated(nonsending) public var value: SerializedObject {
         get async throws(BrickError) {
             try await response().result.get()

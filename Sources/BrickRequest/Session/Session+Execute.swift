@@ -124,6 +124,7 @@ extension Session {
     }
 
     /// Runs a prepared request on the caller's executor; cancelling the task cancels the transfer.
+    @usableFromInline
     nonisolated(nonsending) func perform(
         _ prepared: PreparedRequest,
         lifecycle: RequestLifecycle
