@@ -161,7 +161,7 @@ public struct TransportRequest: Sendable {
         options: Options = Options()
     ) throws(TransportError) {
         let parts = try URLValidator.parse(url)
-        try Self.checkFraming(headerFields)
+        if !headerFields.isEmpty { try Self.checkFraming(headerFields) }
         self.storage = SharedValue(
             Fields(
                 head: HTTPRequest(
