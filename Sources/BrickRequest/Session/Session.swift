@@ -92,7 +92,8 @@ extension Session {
         /// Transport settings: timeouts, connection limits, HTTP version, TLS, proxy, redirects,
         /// maximum response size, decompression.
         public var transport: CurlTransport.Configuration
-        /// Where `response(_:)` handlers run. Default: a private serial queue per session.
+        /// Where `response(_:)` handlers run. Default: a private serial queue per session, drained on
+        /// the transport's thread when the transport allows it (``CallbackQueue/serial(label:)``).
         public var callbackQueue: CallbackQueue
         /// Sends every request to this origin (`scheme://host:port`) instead of its URL's, keeping
         /// path and query: for staging environments and tests. Default `nil`.
