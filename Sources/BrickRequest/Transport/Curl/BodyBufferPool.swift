@@ -59,7 +59,7 @@ final class BodyBufferPool: Sendable {
     }
 }
 
-/// The growing body of one response, in a pooled buffer. Driver-thread only.
+/// The growing body of one response, in a pooled buffer. Touched only by the driver's lease holder.
 struct BodyAccumulator {
     private(set) var count = 0
     private var buffer: UnsafeMutableRawPointer?

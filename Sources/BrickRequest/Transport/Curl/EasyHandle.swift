@@ -2,7 +2,8 @@ internal import CCurl
 
 /// Owns one libcurl easy handle (`CURL*`), its error buffer and its header list.
 ///
-/// Not `Sendable`: an easy handle is used by the driver thread only (libcurl-thread(3)).
+/// Not `Sendable`: an easy handle is used only by the thread holding the driver's lease, one thread
+/// at a time (libcurl-thread(3) allows a handle to move between threads, never to be shared).
 final class EasyHandle {
     let raw: UnsafeMutableRawPointer
     let errorBuffer: UnsafeMutablePointer<CChar>

@@ -6,8 +6,9 @@ import HTTPTypes
 /// the body being sent and the redirect chain.
 ///
 /// `@unchecked Sendable` because a `Transfer` is created on a caller's thread and then handed to the
-/// driver thread; after `start`, every mutable field is touched on the driver thread only.
-final class Transfer: @unchecked Sendable {  // mutable state touched only on the curl driver thread after start
+/// driver; after `start`, every mutable field is touched only by the thread holding the driver's
+/// lease (one at a time; the lease changes hands with acquire/release ordering).
+final class Transfer: @unchecked Sendable {  // after start, mutable state only by the driver's lease holder
     enum State { case pending, active, done }
 
     let completion: @Sendable (Result<TransportResponse, TransportError>) -> Void
