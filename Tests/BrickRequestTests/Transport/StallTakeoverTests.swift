@@ -138,8 +138,8 @@ struct StallTakeoverTests {
                         if inside.add(1, ordering: .sequentiallyConsistent).newValue != 1 {
                             overlaps.add(1, ordering: .relaxed)
                         }
-                        // Every fifth handler outlasts the stall limit several times over.
-                        if index % 5 == 0 { usleep(8_000) }
+                        // Every fifth handler outlasts two looks of the standby (5 ms apart by default).
+                        if index % 5 == 0 { usleep(12_000) }
                         inside.subtract(1, ordering: .sequentiallyConsistent)
                         if delivered.add(1, ordering: .sequentiallyConsistent).newValue == total {
                             continuation.resume()
