@@ -33,6 +33,23 @@ extension Result {
 /// The calling thread, as a number that can be compared across threads.
 func currentThreadID() -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(bitPattern: pthread_self()))) }
 
+/// The thread on which `transport` runs its completions right now.
+func completionThread(of transport: CurlTransport, request: TransportRequest) async -> UInt {
+    await withCheckedContinuation { (continuation: CheckedContinuation<UInt, Never>) in
+        _ = transport.start(request) { _ in continuation.resume(returning: currentThreadID()) }
+    }
+}
+
+/// Waits for `semaphore` on a Dispatch thread, so that the awaiting task's thread stays free;
+/// returns whether it was signalled within `seconds`.
+func signalled(_ semaphore: DispatchSemaphore, within seconds: Double = 20) async -> Bool {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+        DispatchQueue.global().async {
+            continuation.resume(returning: semaphore.wait(timeout: .now() + seconds) == .success)
+        }
+    }
+}
+
 func get(
     _ url: String,
     headers: [(name: String, value: String)] = [],

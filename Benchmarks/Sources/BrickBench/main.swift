@@ -76,9 +76,9 @@ do {
     exit(2)
 }
 
-/// Progress of a run. After the first wave, only the thread where completions run (the driver
-/// thread, or the session's serial callback queue) touches it.
-final class Counters: @unchecked Sendable {  // one completion thread or serial queue mutates it; `done` publishes the end
+/// Progress of a run. After the first wave, only completions (on the transport's driver) or the
+/// session's serial handlers touch it, one at a time.
+final class Counters: @unchecked Sendable {  // mutated by one completion or serial handler at a time; `done` publishes the end
     var started = 0
     var ok = 0
     var failed = 0

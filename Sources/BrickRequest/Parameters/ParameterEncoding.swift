@@ -36,7 +36,8 @@ enum PercentEncoding {
     }
 
     static func form(_ pairs: [(name: String, value: String)]) -> String {
-        pairs.map { encode($0.name) + "=" + encode($0.value) }.joined(separator: "&")
+        if pairs.isEmpty { return "" }
+        return pairs.map { encode($0.name) + "=" + encode($0.value) }.joined(separator: "&")
     }
 }
 

@@ -29,7 +29,7 @@ enum RequestRenderer {
             if !parameters.files.isEmpty {
                 throw BrickError(.invalidRequest, message: "file parameters cannot be sent in a query string")
             }
-            let query = parameters.textPairs.isEmpty ? "" : PercentEncoding.form(parameters.textPairs)
+            let query = PercentEncoding.form(parameters.textPairs)
             if !query.isEmpty {
                 let (base, fragment) = split(url, at: "#")
                 url = base + (base.contains("?") ? "&" : "?") + query + (fragment.map { "#" + $0 } ?? "")

@@ -161,7 +161,7 @@ public struct TransportRequest: Sendable {
         options: Options = Options()
     ) throws(TransportError) {
         let parts = try URLValidator.parse(url)
-        if !headerFields.isEmpty { try Self.checkFraming(headerFields) }
+        try Self.checkFraming(headerFields)
         self.storage = SharedValue(
             Fields(
                 head: HTTPRequest(
@@ -232,6 +232,7 @@ public struct TransportRequest: Sendable {
     }
 
     static func checkFraming(_ fields: HTTPFields) throws(TransportError) {
+        if fields.isEmpty { return }
         let lengths = fields[values: .contentLength]
         if lengths.count > 1, Set(lengths).count > 1 {
             throw TransportError(.invalidRequest, message: "conflicting Content-Length header fields")

@@ -25,15 +25,8 @@ struct CurlTaskExecutorTests {
             configuration.stallLimit = .seconds(2)
             let transport = CurlTransport(configuration: configuration)
             let request = try get(server.baseURL + "/bytes/8")
-            let completionThread = Mutex<UInt>(0)
             _ = try await transport.send(request)
-            _ = await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                _ = transport.start(request) { _ in
-                    completionThread.withLock { $0 = currentThreadID() }
-                    continuation.resume()
-                }
-            }
-            let driverThread = completionThread.withLock { $0 }
+            let driverThread = await completionThread(of: transport, request: request)
             let threads = try await Task(executorPreference: transport.taskExecutor) {
                 var seen: [UInt] = [currentThreadID()]
                 for _ in 0..<20 {

@@ -16,13 +16,6 @@ final class TakeoverGet: Component, GETRequestType, NonAutoRetryType, ValidatedR
     }
 }
 
-/// The thread on which `transport` runs its completions right now.
-private func completionThread(of transport: CurlTransport, request: TransportRequest) async -> UInt {
-    await withCheckedContinuation { (continuation: CheckedContinuation<UInt, Never>) in
-        _ = transport.start(request) { _ in continuation.resume(returning: currentThreadID()) }
-    }
-}
-
 /// Runs `count` requests of `session` one after another, each started by the previous handler;
 /// returns the thread each handler ran on.
 private func chainedHandlerThreads(_ url: String, _ session: Session, count: Int) async -> [UInt] {
@@ -170,15 +163,10 @@ struct StallTakeoverTests {
                 // Blocks the thread it runs on until the transport answers another request.
                 return answered.wait(timeout: .now() + 20) == .success
             }
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                DispatchQueue.global().async {
-                    started.wait()
-                    _ = transport.start(request) { result in
-                        #expect((try? result.get())?.status == .ok)
-                        answered.signal()
-                    }
-                    continuation.resume()
-                }
+            #expect(await signalled(started))
+            _ = transport.start(request) { result in
+                #expect((try? result.get())?.status == .ok)
+                answered.signal()
             }
             #expect(await blocked.value)
             #expect(transport.stallTakeoverCount == 1)
@@ -207,21 +195,13 @@ extension StallTakeoverTests {
                 #expect(transport.scheduleOnTransportThread { laterRan.signal() })
                 scheduled.signal()
             }
-            await withCheckedContinuation { continuation in
-                DispatchQueue.global().async {
-                    scheduled.wait()
-                    continuation.resume()
-                }
-            }
+            #expect(await signalled(scheduled))
             while (transport?.stallTakeoverCount ?? 0) == 0 { try await Task.sleep(for: .milliseconds(1)) }
             // The standby leads now; let it end the loop, then let the blocked work return.
             transport = nil
             try await Task.sleep(for: .milliseconds(100))
             release.signal()
-            let ran = await withCheckedContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(returning: laterRan.wait(timeout: .now() + 20)) }
-            }
-            #expect(ran == .success)
+            #expect(await signalled(laterRan))
         }
     }
 }

@@ -94,12 +94,9 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
         CurlGlobal.initialize()
         self.configuration = configuration
         self.constantStrings = ConstantStrings(proxy: proxy, userAgent: configuration.userAgent)
-        let spin = configuration.handOffSpin.components
-        let spinNanoseconds = min(spin.seconds, 1) * 1_000_000_000 + spin.attoseconds / 1_000_000_000
-        self.spinNanoseconds = UInt64(min(max(spinNanoseconds, 0), 1_000_000_000))
-        let limit = configuration.stallLimit.components
-        let limitNanoseconds = min(limit.seconds, 10) * 1_000_000_000 + limit.attoseconds / 1_000_000_000
-        self.standby = limitNanoseconds > 0 ? Standby(tickNanoseconds: UInt64(max(limitNanoseconds, 100_000))) : nil
+        self.spinNanoseconds = configuration.handOffSpin.nanoseconds(atMostSeconds: 1)
+        let limit = configuration.stallLimit.nanoseconds(atMostSeconds: 10)
+        self.standby = limit > 0 ? Standby(tickNanoseconds: max(limit, 100_000)) : nil
         self.multi = curl_multi_init()!
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, 2 /* CURLPIPE_MULTIPLEX */)
         if let max = configuration.maxConnections {
@@ -846,6 +843,13 @@ extension Duration {
     var milliseconds: Int {
         let (seconds, attoseconds) = components
         return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+    }
+
+    /// Whole nanoseconds, 0 for negative durations, at most `limit` seconds.
+    func nanoseconds(atMostSeconds limit: Int64) -> UInt64 {
+        let (seconds, attoseconds) = components
+        if seconds >= limit { return UInt64(limit) * 1_000_000_000 }
+        return UInt64(max(seconds * 1_000_000_000 + attoseconds / 1_000_000_000, 0))
     }
 }
 
