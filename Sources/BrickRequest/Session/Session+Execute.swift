@@ -365,7 +365,12 @@ extension Session {
     }
 
     private func willStart(_ request: TransportRequest) {
-        logger.debug("request started", metadata: ["method": "\(request.head.method)", "url": "\(request.urlString)"])
+        if logsRequests {
+            logger.debug(
+                "request started",
+                metadata: ["method": "\(request.head.method)", "url": "\(request.urlString)"]
+            )
+        }
         for monitor in eventMonitors { monitor.requestDidStart(request) }
     }
 
@@ -399,13 +404,15 @@ extension Session {
             }
             return .failed(brickError, request: request, retryCount: retries)
         case .success(let response):
-            logger.debug(
-                "request finished",
-                metadata: [
-                    "method": "\(request.head.method)", "url": "\(request.urlString)",
-                    "status": "\(response.status.code)",
-                ]
-            )
+            if logsRequests {
+                logger.debug(
+                    "request finished",
+                    metadata: [
+                        "method": "\(request.head.method)", "url": "\(request.urlString)",
+                        "status": "\(response.status.code)",
+                    ]
+                )
+            }
             do throws(BrickError) {
                 if let validation = prepared.validation { try validation.validate(response) }
                 return Outcome(request: request, ending: .validated(response), retryCount: retries)

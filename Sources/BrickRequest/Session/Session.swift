@@ -18,7 +18,13 @@ public final class Session: Sendable {
     /// The transport that sends the requests.
     public let transport: any Transport
     /// Where request events are logged (`debug` for each request, `warning` for failures).
+    ///
+    /// Its level is read once, when the session is created (log handlers are values, so it cannot
+    /// change afterwards without a new `Logger`): asking the handler on every request costs more
+    /// than the rest of the log call.
     public let logger: Logger
+    /// Whether ``logger`` takes `debug` messages: the per-request events.
+    let logsRequests: Bool
     /// Observers of every request.
     public let eventMonitors: [any EventMonitor]
     /// Tells the retry engine when destinations become reachable again.
@@ -52,6 +58,7 @@ public final class Session: Sendable {
         self.reachability = reachability ?? NetlinkReachability.shared ?? AlwaysReachable()
         self.clock = SessionClock(clock)
         self.logger = logger
+        self.logsRequests = logger.logLevel <= .debug
         self.eventMonitors = eventMonitors
         self.callbacks = CallbackDispatcher(configuration.callbackQueue, transport: self.transport)
         let (transport, reachability) = (self.transport, self.reachability)

@@ -360,6 +360,11 @@ struct HandleReuseTests {
                     body: .data(Data("post".utf8))
                 ),
                 try TransportRequest(method: .delete, url: server.baseURL + "/anything/5"),
+                try TransportRequest(method: .head, url: server.baseURL + "/anything/6"),
+                try TransportRequest(method: .get, url: server.baseURL + "/anything/7", headers: [("X-Same", "a")]),
+                try TransportRequest(method: .get, url: server.baseURL + "/anything/7", headers: [("X-Same", "a")]),
+                try TransportRequest(method: .patch, url: server.baseURL + "/anything/8", body: .data(Data("p".utf8))),
+                try TransportRequest(method: .post, url: server.baseURL + "/anything/9"),
                 try TransportRequest(method: .get, url: server.baseURL + "/delay/0.3"),
             ]
             var callsAfterFirst = 0
@@ -370,13 +375,59 @@ struct HandleReuseTests {
             }
             #expect(transport.easyHandleCount == 1)
             let recorded = server.requests
-            #expect(recorded.map(\.method) == ["PUT", "GET", "HEAD", "POST", "DELETE", "GET"])
-            #expect(recorded.map { String(decoding: $0.body, as: UTF8.self) } == ["put-body", "", "", "post", "", ""])
+            #expect(
+                recorded.map(\.method) == [
+                    "PUT", "GET", "HEAD", "POST", "DELETE", "HEAD", "GET", "GET", "PATCH", "POST", "GET",
+                ]
+            )
+            #expect(
+                recorded.map { String(decoding: $0.body, as: UTF8.self) }
+                    == ["put-body", "", "", "post", "", "", "", "", "p", "", ""]
+            )
+            #expect(
+                recorded.map(\.path) == [
+                    "/anything/1", "/anything/2", "/anything/3", "/anything/4", "/anything/5", "/anything/6",
+                    "/anything/7", "/anything/7", "/anything/8", "/anything/9", "/delay/0.3",
+                ]
+            )
             #expect(recorded.filter { $0.header("X-Only-First") != nil }.count == 1)
+            #expect(
+                recorded.map { $0.header("X-Same") != nil } == [
+                    false, false, false, false, false, false, true, true, false, false, false,
+                ]
+            )
+            #expect(recorded[9].header("Content-Length") == "0")
             #expect(recorded[1].header("Content-Length") == nil)
             #expect(recorded[1].header("Content-Type") == nil)
             #expect(callsAfterFirst > 0)
             #expect(progressCalls.count == callsAfterFirst)  // later requests have no progress handler
+        }
+    }
+
+    @Test("a per-request timeout and a response size limit apply to their own request only")
+    func limitsDoNotLeak() async throws {
+        try await withServer { server in
+            var configuration = CurlTransport.Configuration()
+            configuration.maxIdleHandles = 1
+            let transport = CurlTransport(configuration: configuration)
+            let slow = try TransportRequest(
+                method: .get,
+                url: server.baseURL + "/delay/0.5",
+                options: .init(timeout: .milliseconds(100))
+            )
+            await #expect(throws: TransportError.self) { try await transport.send(slow) }
+            let small = try TransportRequest(
+                method: .get,
+                url: server.baseURL + "/bytes/4096",
+                options: .init(maxResponseSize: 1000)
+            )
+            let tooLarge = await #expect(throws: TransportError.self) { try await transport.send(small) }
+            #expect(tooLarge?.kind == .bodyTooLarge)
+            let later = try await transport.send(TransportRequest(method: .get, url: server.baseURL + "/delay/0.3"))
+            #expect(later.status == .ok)
+            let large = try await transport.send(TransportRequest(method: .get, url: server.baseURL + "/bytes/4096"))
+            #expect(large.body?.count == 4096)
+            #expect(transport.easyHandleCount == 1)
         }
     }
 }

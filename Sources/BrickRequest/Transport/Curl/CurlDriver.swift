@@ -349,6 +349,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
             return
         }
         transfer.easy = easy
+        easy.transferCell.pointee = transfer.unmanagedPointer
         transfer.state = .active
         if configuration.redirects.maxRedirects <= 0 { transfer.request.options.followsRedirects = false }
         transfer.activeIndex = active.count
@@ -371,7 +372,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
             let code = message.pointee.data.result
             var privateData: UnsafeMutableRawPointer? = nil
             _ = ccurl_easy_getinfo_ptr(message.pointee.easy_handle, CURLINFO_PRIVATE, &privateData)
-            let transfer = Transfer.from(privateData)
+            let transfer = Transfer.from(cell: privateData)
             completed(transfer, code: code)
             delivered = true
         }
@@ -451,6 +452,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
     private func finish(_ transfer: Transfer, _ result: Result<TransportResponse, TransportError>) {
         guard transfer.state == .active, let easy = transfer.easy else { return }
         curl_multi_remove_handle(multi, easy.raw)
+        easy.transferCell.pointee = nil
         transfer.easy = nil
         transfer.state = .done
         transfer.closeFiles()
@@ -543,6 +545,13 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
         easy.set(CURLOPT_HEADERFUNCTION, callback: CurlCallbacks.header)
         easy.set(CURLOPT_WRITEFUNCTION, callback: CurlCallbacks.write)
         easy.set(CURLOPT_READFUNCTION, callback: CurlCallbacks.read)
+        let cell = UnsafeRawPointer(easy.transferCell)
+        for option in [
+            CURLOPT_PRIVATE, CURLOPT_HEADERDATA, CURLOPT_WRITEDATA, CURLOPT_READDATA, CURLOPT_SEEKDATA,
+            CURLOPT_XFERINFODATA,
+        ] {
+            easy.set(option, pointer: cell)
+        }
         _ = ccurl_easy_setopt_seek_callback(easy.raw, CurlCallbacks.seek)
         _ = ccurl_easy_setopt_xferinfo_callback(easy.raw, CurlCallbacks.progress)
         easy.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds)
@@ -593,99 +602,51 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
         return (false, Int(seconds) - 1)
     }
 
-    /// Sets every per-transfer option, each one on every call (see ``configureConstants(_:)``).
+    /// Gives the handle every per-transfer option this transfer needs (see
+    /// ``EasyHandle/TransferOptions``; the handle sets only those that differ from what it holds).
     private func configure(_ easy: EasyHandle, for transfer: Transfer) -> TransportError? {
         transfer.resetForHop()
         easy.errorBuffer[0] = 0
         let request = transfer.request
-        let options = request.options
-        let pointer = transfer.unmanagedPointer
         transfer.url = request.urlString
-        easy.set(CURLOPT_URL, transfer.url)
-        easy.set(CURLOPT_PRIVATE, pointer: pointer)
-        easy.set(CURLOPT_HEADERDATA, pointer: pointer)
-        easy.set(CURLOPT_WRITEDATA, pointer: pointer)
-        easy.set(CURLOPT_READDATA, pointer: pointer)
-        easy.set(CURLOPT_SEEKDATA, pointer: pointer)
-        easy.set(CURLOPT_XFERINFODATA, pointer: pointer)
-        easy.set(
-            CURLOPT_TIMEOUT_MS,
-            (options.timeout ?? configuration.requestTimeout).map { max(1, $0.milliseconds) } ?? 0
-        )
-        transfer.limit = options.maxResponseSize ?? configuration.maxResponseSize
-        easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: transfer.limit)
-        let secure = request.head.scheme == "https"
-        // Over TLS, wait for a connection that may turn out to multiplex rather than open more.
-        // Never for plain http: HTTP/1.1 cannot multiplex, and waiting would serialise requests.
-        easy.set(CURLOPT_PIPEWAIT, secure && configuration.httpVersion == .http2OverTLS)
-        easy.set(CURLOPT_PROXY, pointer: secure ? constantStrings.httpsProxy : constantStrings.httpProxy)
-        // A request that is not safe to repeat never rides a reused connection: libcurl would
-        // silently re-send it if that connection turned out to be closed.
-        // After a network change, connections opened before it may be dead (libcurl would find out
-        // only by failing a request on one): see `CurlTransport.networkDidChange()`.
-        let (freshAfterChange, maxLifetime) = connectionLimitsAfterNetworkChange()
-        easy.set(
-            CURLOPT_FRESH_CONNECT,
-            !request.isIdempotent || options.requiresFreshConnection || freshAfterChange
-        )
-        easy.set(CURLOPT_MAXLIFETIME_CONN, maxLifetime)
-        easy.set(CURLOPT_NOPROGRESS, options.progress == nil)
-
-        // Method and body.
+        transfer.limit = request.options.maxResponseSize ?? configuration.maxResponseSize
         let header: CurlHeaderLines
+        let method: EasyHandle.Method
         do {
             header = try CurlHeaderLines(request)
+            method = try methodOptions(request, declaredLength: header.declaredLength)
         } catch {
             return error
         }
-        let method = request.head.method
-        // Method: NOBODY first (it can turn the method into HEAD), then the method itself, then
-        // CUSTOMREQUEST, which is reset to NULL when the method needs none.
-        easy.set(CURLOPT_NOBODY, false)
-        var customMethod: String? = nil
-        if let body = request.body {
-            do {
-                transfer.bodyLength = try body.contentLength()
-            } catch {
-                return error
-            }
-            if let declared = header.declaredLength, declared != transfer.bodyLength {
-                return TransportError(
-                    .invalidRequest,
-                    message: "Content-Length \(declared) does not match the body's \(transfer.bodyLength) bytes"
-                )
-            }
-            easy.set(CURLOPT_POST, true)
-            easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: transfer.bodyLength)
-            if method != .post { customMethod = method.rawValue }
-        } else {
-            transfer.bodyLength = 0
-            switch method {
-            case .get:
-                easy.set(CURLOPT_HTTPGET, true)
-                easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: -1)
-            case .head:
-                easy.set(CURLOPT_HTTPGET, true)
-                easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: -1)
-                easy.set(CURLOPT_NOBODY, true)
-            case .post:
-                easy.set(CURLOPT_POST, true)
-                easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: 0)
-            default:
-                easy.set(CURLOPT_HTTPGET, true)
-                easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: -1)
-                customMethod = method.rawValue
-            }
+        transfer.bodyLength = request.body == nil ? 0 : method.postFieldSize
+        let secure = request.head.scheme == "https"
+        // After a network change, connections opened before it may be dead (libcurl would find out
+        // only by failing a request on one): see `CurlTransport.networkDidChange()`.
+        let (freshAfterChange, maxLifetime) = connectionLimitsAfterNetworkChange()
+        let options = EasyHandle.TransferOptions(
+            url: transfer.url,
+            timeoutMilliseconds: (request.options.timeout ?? configuration.requestTimeout).map {
+                max(1, $0.milliseconds)
+            } ?? 0,
+            maxFileSize: transfer.limit,
+            // Over TLS, wait for a connection that may turn out to multiplex rather than open more.
+            // Never for plain http: HTTP/1.1 cannot multiplex, and waiting would serialise requests.
+            pipeWait: secure && configuration.httpVersion == .http2OverTLS,
+            proxy: secure ? constantStrings.httpsProxy : constantStrings.httpProxy,
+            // A request that is not safe to repeat never rides a reused connection: libcurl would
+            // silently re-send it if that connection turned out to be closed.
+            freshConnect: !request.isIdempotent || request.options.requiresFreshConnection || freshAfterChange,
+            maxConnectionAge: maxLifetime,
+            noProgress: request.options.progress == nil,
+            method: method,
+            headerLines: header.lines
+        )
+        guard easy.apply(options) else {
+            return TransportError(.other, message: "libcurl refused a transfer option (out of memory)")
         }
-        if let customMethod {
-            easy.set(CURLOPT_CUSTOMREQUEST, customMethod)
-        } else {
-            easy.set(CURLOPT_CUSTOMREQUEST, pointer: nil)
-        }
-        easy.setHeaders(header.lines)
 
         // Response destination.
-        if case .file(let path) = options.destination {
+        if case .file(let path) = request.options.destination {
             let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             if descriptor < 0 {
                 return TransportError(
@@ -697,6 +658,33 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
             transfer.fileDescriptor = descriptor
         }
         return nil
+    }
+
+    /// How `request`'s method and body are expressed to libcurl (for a body, its length is the
+    /// `postFieldSize`).
+    private func methodOptions(
+        _ request: TransportRequest,
+        declaredLength: Int64?
+    ) throws(TransportError) -> EasyHandle.Method {
+        let method = request.head.method
+        guard let body = request.body else {
+            switch method {
+            case .get: return EasyHandle.Method(post: false, postFieldSize: -1, noBody: false)
+            case .head: return EasyHandle.Method(post: false, postFieldSize: -1, noBody: true)
+            case .post: return EasyHandle.Method(post: true, postFieldSize: 0, noBody: false)
+            default:
+                return EasyHandle.Method(post: false, postFieldSize: -1, noBody: false, customRequest: method.rawValue)
+            }
+        }
+        let length = try body.contentLength()
+        if let declaredLength, declaredLength != length {
+            throw TransportError(
+                .invalidRequest,
+                message: "Content-Length \(declaredLength) does not match the body's \(length) bytes"
+            )
+        }
+        let custom = method == .post ? nil : method.rawValue
+        return EasyHandle.Method(post: true, postFieldSize: length, noBody: false, customRequest: custom)
     }
 
     // MARK: - Redirects

@@ -70,10 +70,10 @@ public final class CurlTransport: Transport {
         _ request: TransportRequest,
         completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void
     ) -> TransportTask {
-        let transfer = Transfer(request: request, completion: completion)
-        let driver = self.driver
+        let transfer = Transfer(request: request, driver: driver, completion: completion)
         driver.submit(.start(transfer))
-        return TransportTask { [weak driver] in driver?.submit(.cancel(transfer)) }
+        // The closure's only capture is the transfer, which then serves as its context: no allocation.
+        return TransportTask { [transfer] in transfer.cancel() }
     }
 
     /// Stops reusing the connections opened so far: transfers started in the next 2 seconds open

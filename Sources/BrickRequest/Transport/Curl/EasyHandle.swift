@@ -1,13 +1,33 @@
 internal import CCurl
 
-/// Owns one libcurl easy handle (`CURL*`), its error buffer and its header list.
+/// Owns one libcurl easy handle (`CURL*`), its error buffer, its header list and a record of the
+/// per-transfer options it holds.
 ///
 /// Not `Sendable`: an easy handle is used only by the thread holding the driver's lease, one thread
 /// at a time (libcurl-thread(3) allows a handle to move between threads, never to be shared).
 final class EasyHandle {
     let raw: UnsafeMutableRawPointer
     let errorBuffer: UnsafeMutablePointer<CChar>
+    /// The transfer running on this handle (an unretained `Transfer`), or `nil` between transfers.
+    /// Every callback-data option and `CURLOPT_PRIVATE` point at this cell, set once per handle,
+    /// so a new transfer writes the cell instead of setting six options.
+    let transferCell: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// The per-transfer options as last set by ``apply(_:)``, valid while ``holdsApplied``: not
+    /// before the first transfer, nor after a failed call, when nothing may be assumed.
+    @exclusivity(unchecked) private var applied = TransferOptions(
+        url: "",
+        timeoutMilliseconds: 0,
+        maxFileSize: 0,
+        pipeWait: false,
+        proxy: nil,
+        freshConnect: false,
+        maxConnectionAge: 0,
+        noProgress: true,
+        method: Method(post: false, postFieldSize: -1, noBody: false),
+        headerLines: []
+    )
+    @exclusivity(unchecked) private var holdsApplied = false
 
     init?() {
         guard let raw = curl_easy_init() else { return nil }
@@ -15,48 +35,126 @@ final class EasyHandle {
         let size = Int(ccurl_error_size())
         self.errorBuffer = .allocate(capacity: size)
         self.errorBuffer.initialize(repeating: 0, count: size)
+        self.transferCell = .allocate(capacity: 1)
+        self.transferCell.initialize(to: nil)
     }
 
     deinit {
         curl_easy_cleanup(raw)
         if let headerList { curl_slist_free_all(headerList) }
         errorBuffer.deallocate()
+        transferCell.deallocate()
     }
 
-    // MARK: - Options (the option's number encodes its argument type; check it)
+    // MARK: - Per-transfer options
 
-    func set(_ option: CURLoption, _ value: Int) {
+    /// Everything a transfer sets on the handle beyond the options constant for the transport.
+    /// Each field has a value for every transfer (a default when unused), so no setting of an
+    /// earlier request can carry over to the next one (the CVE-2022-32221 class of bug).
+    struct TransferOptions: Equatable {
+        var url: String
+        var timeoutMilliseconds: Int
+        var maxFileSize: Int64
+        var pipeWait: Bool
+        var proxy: UnsafeRawPointer?
+        var freshConnect: Bool
+        var maxConnectionAge: Int
+        var noProgress: Bool
+        var method: Method
+        var headerLines: [String]
+    }
+
+    /// How the request method is expressed to libcurl. Set as one unit: `CURLOPT_HTTPGET`,
+    /// `CURLOPT_POST` and `CURLOPT_NOBODY` each reset parts of the others.
+    struct Method: Equatable {
+        /// `CURLOPT_POST` (with ``postFieldSize``) rather than `CURLOPT_HTTPGET`.
+        var post: Bool
+        /// `CURLOPT_POSTFIELDSIZE_LARGE`: the body's length, or -1 for none.
+        var postFieldSize: Int64
+        /// `CURLOPT_NOBODY`: a `HEAD` request.
+        var noBody: Bool
+        /// `CURLOPT_CUSTOMREQUEST`, or `nil` when the method needs none.
+        var customRequest: String?
+    }
+
+    /// Sets the options of `options` that differ from what the handle holds: all of them on its
+    /// first transfer, usually only the URL afterwards. (`curl_easy_setopt` copies strings and
+    /// rebuilds state on each call, ~100 instructions each; libcurl never changes a set option
+    /// itself, so what was set is what the handle holds.)
+    ///
+    /// - Returns: Whether libcurl accepted every option (it refuses only when out of memory).
+    func apply(_ options: borrowing TransferOptions) -> Bool {
+        let all = !holdsApplied
+        holdsApplied = false
+        var refused = false
+        /// Sets one option with `set` unless the handle already holds `wanted`.
+        func update<Value: Equatable>(_ held: inout Value, _ wanted: Value, _ set: (Value) -> Bool) {
+            if !all && held == wanted { return }
+            held = wanted
+            if !set(wanted) { refused = true }
+        }
+        update(&applied.url, options.url) { set(CURLOPT_URL, $0) }
+        update(&applied.timeoutMilliseconds, options.timeoutMilliseconds) { set(CURLOPT_TIMEOUT_MS, $0) }
+        update(&applied.maxFileSize, options.maxFileSize) { set(CURLOPT_MAXFILESIZE_LARGE, offset: $0) }
+        update(&applied.pipeWait, options.pipeWait) { set(CURLOPT_PIPEWAIT, $0) }
+        update(&applied.proxy, options.proxy) { set(CURLOPT_PROXY, pointer: $0) }
+        update(&applied.freshConnect, options.freshConnect) { set(CURLOPT_FRESH_CONNECT, $0) }
+        update(&applied.maxConnectionAge, options.maxConnectionAge) { set(CURLOPT_MAXLIFETIME_CONN, $0) }
+        update(&applied.noProgress, options.noProgress) { set(CURLOPT_NOPROGRESS, $0) }
+        update(&applied.method, options.method) { method in
+            // NOBODY first (true turns the method into HEAD, false turns HEAD back into GET), then
+            // the method, then NOBODY for HEAD, then CUSTOMREQUEST (NULL when none is needed).
+            var accepted = set(CURLOPT_NOBODY, false)
+            accepted = (method.post ? set(CURLOPT_POST, true) : set(CURLOPT_HTTPGET, true)) && accepted
+            accepted = set(CURLOPT_POSTFIELDSIZE_LARGE, offset: method.postFieldSize) && accepted
+            if method.noBody { accepted = set(CURLOPT_NOBODY, true) && accepted }
+            if let custom = method.customRequest { return set(CURLOPT_CUSTOMREQUEST, custom) && accepted }
+            return set(CURLOPT_CUSTOMREQUEST, pointer: nil) && accepted
+        }
+        update(&applied.headerLines, options.headerLines) { setHeaders($0) }
+        holdsApplied = !refused
+        return !refused
+    }
+
+    // Each setter returns whether libcurl accepted the value.
+
+    @discardableResult
+    func set(_ option: CURLoption, _ value: Int) -> Bool {
         precondition(option.rawValue < 10_000, "option \(option.rawValue) does not take a long")
-        _ = ccurl_easy_setopt_long(raw, option, value)
+        return ccurl_easy_setopt_long(raw, option, value) == CURLE_OK
     }
 
-    func set(_ option: CURLoption, _ value: Bool) {
+    @discardableResult
+    func set(_ option: CURLoption, _ value: Bool) -> Bool {
         set(option, value ? 1 : 0)
     }
 
-    func set(_ option: CURLoption, offset value: Int64) {
+    @discardableResult
+    func set(_ option: CURLoption, offset value: Int64) -> Bool {
         precondition(
             option.rawValue >= 30_000 && option.rawValue < 40_000,
             "option \(option.rawValue) does not take curl_off_t"
         )
-        _ = ccurl_easy_setopt_off(raw, option, curl_off_t(value))
+        return ccurl_easy_setopt_off(raw, option, curl_off_t(value)) == CURLE_OK
     }
 
     /// String options are copied by libcurl (since 7.17), so the pointer may die after the call.
-    func set(_ option: CURLoption, _ value: String) {
+    @discardableResult
+    func set(_ option: CURLoption, _ value: String) -> Bool {
         precondition(
             option.rawValue >= 10_000 && option.rawValue < 20_000,
             "option \(option.rawValue) does not take a pointer"
         )
-        _ = value.withCString { ccurl_easy_setopt_ptr(raw, option, $0) }
+        return value.withCString { ccurl_easy_setopt_ptr(raw, option, $0) } == CURLE_OK
     }
 
-    func set(_ option: CURLoption, pointer value: UnsafeRawPointer?) {
+    @discardableResult
+    func set(_ option: CURLoption, pointer value: UnsafeRawPointer?) -> Bool {
         precondition(
             option.rawValue >= 10_000 && option.rawValue < 20_000,
             "option \(option.rawValue) does not take a pointer"
         )
-        _ = ccurl_easy_setopt_ptr(raw, option, value)
+        return ccurl_easy_setopt_ptr(raw, option, value) == CURLE_OK
     }
 
     func set(_ option: CURLoption, callback: ccurl_data_callback) {
@@ -64,14 +162,25 @@ final class EasyHandle {
     }
 
     /// Sets the request's header lines (none: `NULL`); the list lives until the next call or deinit.
-    func setHeaders(_ lines: [String]) {
+    /// Returns `false`, leaving no list set, when libcurl runs out of memory.
+    private func setHeaders(_ lines: [String]) -> Bool {
         var list: UnsafeMutablePointer<curl_slist>? = nil
+        var complete = true
         for line in lines {
-            list = curl_slist_append(list, line)
+            guard let longer = curl_slist_append(list, line) else {
+                complete = false
+                break
+            }
+            list = longer
         }
-        set(CURLOPT_HTTPHEADER, pointer: list.map { UnsafeRawPointer($0) })
+        if !complete, let partial = list {
+            curl_slist_free_all(partial)
+            list = nil
+        }
+        let accepted = set(CURLOPT_HTTPHEADER, pointer: list.map { UnsafeRawPointer($0) })
         if let headerList { curl_slist_free_all(headerList) }
         headerList = list
+        return complete && accepted
     }
 
     // MARK: - Info

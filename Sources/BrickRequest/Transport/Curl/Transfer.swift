@@ -12,6 +12,8 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     enum State { case pending, active, done }
 
     let completion: @Sendable (Result<TransportResponse, TransportError>) -> Void
+    /// Where ``cancel()`` goes; weak, so that a task outliving its transport cancels nothing.
+    weak let driver: CurlDriver?
     @exclusivity(unchecked) var request: TransportRequest
     @exclusivity(unchecked) var state: State = .pending
     @exclusivity(unchecked) var easy: EasyHandle?
@@ -43,9 +45,13 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     @exclusivity(unchecked) var redirectCount = 0
     @exclusivity(unchecked) var strippedCredentials = false
 
-    init(request: TransportRequest, completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void)
-    {
+    init(
+        request: TransportRequest,
+        driver: CurlDriver,
+        completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void
+    ) {
         self.request = request
+        self.driver = driver
         self.completion = completion
         headerBytes.reserveCapacity(512)
     }
@@ -53,6 +59,11 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     deinit {
         closeFiles()
         body.release()
+    }
+
+    /// Asks the driver to cancel this transfer (from any thread; harmless once it is done).
+    func cancel() {
+        driver?.submit(.cancel(self))
     }
 
     func closeFiles() {
@@ -88,15 +99,23 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
         Unmanaged.passUnretained(self).toOpaque()
     }
 
-    static func from(_ pointer: UnsafeMutableRawPointer?) -> Transfer {
-        Unmanaged<Transfer>.fromOpaque(pointer!).takeUnretainedValue()
+    /// The transfer in an easy handle's ``EasyHandle/transferCell``, which libcurl passes to the
+    /// callbacks as user data and returns as `CURLINFO_PRIVATE`.
+    static func from(cell: UnsafeMutableRawPointer?) -> Transfer {
+        Unmanaged<Transfer>.fromOpaque(transferPointer(cell)).takeUnretainedValue()
     }
 
-    /// Runs `body` with the transfer behind a callback's user data, without retain/release: the
-    /// driver's list of active transfers keeps it alive while libcurl can call back.
+    /// Runs `body` with the transfer in `cell` without retain/release: the driver's list of active
+    /// transfers keeps it alive while libcurl can call back.
     @inline(__always)
-    static func with<R>(_ pointer: UnsafeMutableRawPointer?, _ body: (Transfer) -> R) -> R {
-        Unmanaged<Transfer>.fromOpaque(pointer!)._withUnsafeGuaranteedRef(body)
+    static func with<R>(cell: UnsafeMutableRawPointer?, _ body: (Transfer) -> R) -> R {
+        Unmanaged<Transfer>.fromOpaque(transferPointer(cell))._withUnsafeGuaranteedRef(body)
+    }
+
+    @inline(__always)
+    private static func transferPointer(_ cell: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer {
+        // Both are set for as long as the handle is in the multi handle, the only time libcurl calls.
+        cell!.assumingMemoryBound(to: UnsafeMutableRawPointer?.self).pointee!
     }
 
     // MARK: - Response headers
@@ -285,30 +304,31 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     }
 }
 
-/// The C callbacks. Each is a non-capturing closure; the `Transfer` arrives as user data.
+/// The C callbacks. Each is a non-capturing closure; the `Transfer` arrives in the handle's cell,
+/// the user data.
 enum CurlCallbacks {
     static let header: ccurl_data_callback = { buffer, size, count, userData in
         let length = size * count
         return buffer!.withMemoryRebound(to: UInt8.self, capacity: length) { bytes in
-            Transfer.with(userData) { $0.receiveHeader(UnsafeBufferPointer(start: bytes, count: length)) }
+            Transfer.with(cell: userData) { $0.receiveHeader(UnsafeBufferPointer(start: bytes, count: length)) }
         }
     }
 
     static let write: ccurl_data_callback = { buffer, size, count, userData in
-        Transfer.with(userData) { $0.receiveBody(buffer!, size * count) }
+        Transfer.with(cell: userData) { $0.receiveBody(buffer!, size * count) }
     }
 
     static let read: ccurl_data_callback = { buffer, size, count, userData in
-        Transfer.with(userData) { $0.readBody(into: buffer!, capacity: size * count) }
+        Transfer.with(cell: userData) { $0.readBody(into: buffer!, capacity: size * count) }
     }
 
     static let seek: ccurl_seek_callback = { userData, offset, origin in
         guard origin == SEEK_SET else { return ccurl_seekfunc_cantseek() }
-        return Transfer.from(userData).rewindBody(to: Int64(offset))
+        return Transfer.from(cell: userData).rewindBody(to: Int64(offset))
     }
 
     static let progress: ccurl_xferinfo_callback = { userData, downloadTotal, downloadNow, uploadTotal, uploadNow in
-        let transfer = Transfer.from(userData)
+        let transfer = Transfer.from(cell: userData)
         transfer.request.options.progress?(
             TransportRequest.Progress(
                 bytesReceived: Int64(downloadNow),

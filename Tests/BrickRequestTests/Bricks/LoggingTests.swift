@@ -1,0 +1,97 @@
+import BrickRequest
+import BrickTestServer
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+/// Log records, shared by the copies of one ``CapturingLogHandler``.
+final class LogRecords: Sendable {
+    struct Record: Sendable {
+        var level: Logger.Level
+        var message: String
+        var metadata: [String: String]
+    }
+
+    private let records = Mutex<[Record]>([])
+
+    var all: [Record] { records.withLock { $0 } }
+
+    func append(_ record: Record) { records.withLock { $0.append(record) } }
+}
+
+/// A value-type log handler (as swift-log asks) that appends every event to a ``LogRecords``.
+struct CapturingLogHandler: LogHandler {
+    let records: LogRecords
+    var logLevel: Logger.Level
+    var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let fields = (event.metadata ?? [:]).mapValues { "\($0)" }
+        records.append(.init(level: event.level, message: "\(event.message)", metadata: fields))
+    }
+}
+
+final class LoggedGet: Component, GETRequestType, NonAutoRetryType, ValidatedResponseType, DataResponseType {
+    let session: Session
+    let urlString: String
+    var headers: [String: String] { ["Authorization": "Bearer secret-token"] }
+    init(session: Session, url: String) {
+        self.session = session
+        self.urlString = url
+        super.init()
+    }
+}
+
+@Suite("Session logging")
+struct LoggingTests {
+    private func session(level: Logger.Level, records: LogRecords) -> Session {
+        Session(logger: Logger(label: "test") { _ in CapturingLogHandler(records: records, logLevel: level) })
+    }
+
+    @Test("at debug: each request logs its start and its end with method, URL and status; failures warn")
+    func debugLevel() async throws {
+        try await withServer { server in
+            let records = LogRecords()
+            let session = session(level: .debug, records: records)
+            let ok = await LoggedGet(session: session, url: server.baseURL + "/status/200").response()
+            #expect(ok.status == .ok)
+            let refused = await LoggedGet(session: session, url: "http://127.0.0.1:1/closed").response()
+            #expect(refused.error != nil)
+            let logged = records.all
+            // (The retry engine logs its decision on a failure too, even when it may not retry.)
+            #expect(
+                logged.map(\.message) == [
+                    "request started", "request finished", "request started", "retry engine delivers", "request failed",
+                ]
+            )
+            #expect(logged.map(\.level) == [.debug, .debug, .debug, .debug, .warning])
+            #expect(logged[0].metadata["method"] == "GET")
+            #expect(logged[0].metadata["url"] == server.baseURL + "/status/200")
+            #expect(logged[1].metadata["status"] == "200")
+            #expect(logged[4].metadata["url"] == "http://127.0.0.1:1/closed")
+            #expect(logged[4].metadata["error"]?.contains("cannotConnect") == true)
+            // Header values never reach the log.
+            #expect(!logged.contains { record in record.metadata.values.contains { $0.contains("secret-token") } })
+        }
+    }
+
+    @Test("above debug: successful requests log nothing, failures still warn")
+    func infoLevel() async throws {
+        try await withServer { server in
+            let records = LogRecords()
+            let session = session(level: .info, records: records)
+            let ok = await LoggedGet(session: session, url: server.baseURL + "/status/200").response()
+            #expect(ok.status == .ok)
+            #expect(records.all.isEmpty)
+            _ = await LoggedGet(session: session, url: "http://127.0.0.1:1/closed").response()
+            #expect(records.all.map(\.message) == ["request failed"])
+        }
+    }
+}
