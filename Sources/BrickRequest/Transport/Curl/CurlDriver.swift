@@ -534,8 +534,9 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
 
     /// Options that are the same for every transfer of this transport: set once, when a handle is
     /// created. Handles are not `curl_easy_reset` between transfers; instead ``configure(_:for:)``
-    /// sets *every* per-transfer option on every transfer (to its default when unused), so nothing of
-    /// an earlier request can leak into the next (the CVE-2022-32221 class of bug).
+    /// gives *every* per-transfer option a value on every transfer (its default when unused; the
+    /// handle skips the call when it already holds that value), so nothing of an earlier request
+    /// can leak into the next (the CVE-2022-32221 class of bug).
     private func configureConstants(_ easy: EasyHandle) {
         easy.set(CURLOPT_NOSIGNAL, true)
         easy.set(CURLOPT_ERRORBUFFER, pointer: easy.errorBuffer)
