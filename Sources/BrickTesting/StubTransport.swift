@@ -97,7 +97,7 @@ public final class StubTransport: Transport {
         var served = 0
 
         func matches(_ request: TransportRequest) -> Bool {
-            if let method, method != request.head.method { return false }
+            if let method, method != request.method { return false }
             let path = String((request.head.path ?? "/").split(separator: "?", maxSplits: 1).first ?? "/")
             if pattern.hasSuffix("*") { return path.hasPrefix(pattern.dropLast()) }
             return path == pattern
@@ -157,14 +157,14 @@ public final class StubTransport: Transport {
         }
         guard let scripted else {
             Issue.record(
-                "StubTransport has no script for \(request.head.method) \(request.head.path ?? "/"); add one with stub(_:_:_:)"
+                "StubTransport has no script for \(request.method) \(request.head.path ?? "/"); add one with stub(_:_:_:)"
             )
             queue.async {
                 deliver(
                     .failure(
                         TransportError(
                             .other,
-                            message: "unimplemented: no stub for \(request.head.method) \(request.head.path ?? "/")"
+                            message: "unimplemented: no stub for \(request.method) \(request.head.path ?? "/")"
                         )
                     )
                 )

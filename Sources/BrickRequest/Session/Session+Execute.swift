@@ -229,12 +229,12 @@ extension Session {
         var signed = request
         do {
             let fields = try TransportRequest.validatedFields(credential.headers.map { ($0.key, $0.value) })
-            var head = signed.head
+            var headerFields = signed.headerFields
             for field in fields {
-                head.headerFields[field.name] = nil
+                headerFields[field.name] = nil
             }
-            head.headerFields.append(contentsOf: fields)
-            signed.head = head
+            headerFields.append(contentsOf: fields)
+            signed.headerFields = headerFields
         } catch {
             throw BrickError(.authenticationFailed, message: "the credential has an invalid header", underlying: error)
         }
@@ -368,7 +368,7 @@ extension Session {
         if logsRequests {
             logger.debug(
                 "request started",
-                metadata: ["method": "\(request.head.method)", "url": "\(request.urlString)"]
+                metadata: ["method": "\(request.method)", "url": "\(request.urlString)"]
             )
         }
         for monitor in eventMonitors { monitor.requestDidStart(request) }
@@ -399,7 +399,7 @@ extension Session {
             if brickError.code != .cancelled {
                 logger.warning(
                     "request failed",
-                    metadata: ["method": "\(request.head.method)", "url": "\(request.urlString)", "error": "\(error)"]
+                    metadata: ["method": "\(request.method)", "url": "\(request.urlString)", "error": "\(error)"]
                 )
             }
             return .failed(brickError, request: request, retryCount: retries)
@@ -408,7 +408,7 @@ extension Session {
                 logger.debug(
                     "request finished",
                     metadata: [
-                        "method": "\(request.head.method)", "url": "\(request.urlString)",
+                        "method": "\(request.method)", "url": "\(request.urlString)",
                         "status": "\(response.status.code)",
                     ]
                 )

@@ -84,7 +84,7 @@ public final class Session: Sendable {
         do {
             let rendered = try RequestRenderer.render(request, session: self)
             if let curl = transport as? CurlTransport { return curl.cURLDescription(for: rendered) }
-            return "\(rendered.head.method) \(rendered.urlString)"
+            return "\(rendered.method) \(rendered.urlString)"
         } catch {
             return "\(error)"
         }

@@ -68,9 +68,15 @@ public struct TransportRequest: Sendable {
     }
 
     /// The fields, in one immutable box: a request is copied several times on its way (into the
-    /// transport, the retry loop, the response).
+    /// transport, the retry loop, the response). The head is kept in parts and built on demand:
+    /// building an `HTTPRequest` checks every pseudo-header, and most requests never need one.
     private struct Fields: Sendable {
-        var head: HTTPRequest
+        var method: HTTPRequest.Method
+        var scheme: String?
+        var authority: String?
+        var path: String?
+        var extendedConnectProtocol: String?
+        var headerFields: HTTPFields
         var body: RequestBody?
         var options: Options
         var urlString: String
@@ -78,20 +84,54 @@ public struct TransportRequest: Sendable {
 
     private var storage: SharedValue<Fields>
 
-    /// Method, scheme, authority, path (with query) and header fields.
+    /// Method, scheme, authority, path (with query) and header fields, as an `HTTPRequest`.
+    ///
+    /// Built each time it is read; ``method``, ``headerFields`` and ``urlString`` are cheaper ways to
+    /// read those parts.
     public var head: HTTPRequest {
-        get { storage.value.head }
+        get {
+            let fields = storage.value
+            var head = HTTPRequest(
+                method: fields.method,
+                scheme: fields.scheme,
+                authority: fields.authority,
+                path: fields.path,
+                headerFields: fields.headerFields
+            )
+            if let extended = fields.extendedConnectProtocol { head.extendedConnectProtocol = extended }
+            return head
+        }
         set {
             storage = storage.modified { fields in
-                let old = fields.head
-                if newValue.scheme != old.scheme || newValue.authority != old.authority || newValue.path != old.path {
-                    fields.urlString = Self.urlString(of: newValue)
+                if newValue.scheme != fields.scheme || newValue.authority != fields.authority
+                    || newValue.path != fields.path
+                {
+                    fields.urlString = Self.joined(
+                        scheme: newValue.scheme ?? "http",
+                        authority: newValue.authority ?? "",
+                        path: newValue.path ?? "/"
+                    )
                 }
-                fields.head = newValue
+                fields.method = newValue.method
+                fields.scheme = newValue.scheme
+                fields.authority = newValue.authority
+                fields.path = newValue.path
+                fields.extendedConnectProtocol = newValue.extendedConnectProtocol
+                fields.headerFields = newValue.headerFields
             }
         }
     }
-    /// The request body, or `nil` for none.
+    /// The request method (`head.method`, without building the head).
+    public var method: HTTPRequest.Method {
+        get { storage.value.method }
+        set { storage = storage.modified { $0.method = newValue } }
+    }
+    /// The header fields (`head.headerFields`, without building the head).
+    public var headerFields: HTTPFields {
+        get { storage.value.headerFields }
+        set { storage = storage.modified { $0.headerFields = newValue } }
+    }
+    /// The body, or `nil` for none.
     public var body: RequestBody? {
         get { storage.value.body }
         set { storage = storage.modified { $0.body = newValue } }
@@ -105,9 +145,8 @@ public struct TransportRequest: Sendable {
     /// The absolute URL string, `scheme://authority/path?query` (kept in step with ``head``).
     public var urlString: String { storage.value.urlString }
 
-    private static func urlString(of head: HTTPRequest) -> String {
-        joined(scheme: head.scheme ?? "http", authority: head.authority ?? "", path: head.path ?? "/")
-    }
+    /// Whether the request goes over TLS (`https`).
+    var isSecure: Bool { storage.value.scheme == "https" }
 
     private static func joined(scheme: String, authority: String, path: String) -> String {
         var url = String()
@@ -121,7 +160,7 @@ public struct TransportRequest: Sendable {
 
     /// The host the request goes to (without port or IPv6 brackets), for reachability.
     public var host: String {
-        var authority = Substring(head.authority ?? "")
+        var authority = Substring(storage.value.authority ?? "")
         if authority.hasPrefix("[") {
             authority = authority.dropFirst()
             if let close = authority.firstIndex(of: "]") { authority = authority[..<close] }
@@ -137,9 +176,9 @@ public struct TransportRequest: Sendable {
     /// A request that is not idempotent is sent on a fresh connection, because libcurl silently
     /// re-sends a request whose reused keep-alive connection closes before the reply.
     public var isIdempotent: Bool {
-        switch head.method {
+        switch method {
         case .get, .head, .options, .trace, .put, .delete: return true
-        default: return head.headerFields[HTTPField.Name.idempotencyKey] != nil
+        default: return headerFields[HTTPField.Name.idempotencyKey] != nil
         }
     }
 
@@ -164,13 +203,11 @@ public struct TransportRequest: Sendable {
         try Self.checkFraming(headerFields)
         self.storage = SharedValue(
             Fields(
-                head: HTTPRequest(
-                    method: method,
-                    scheme: parts.scheme,
-                    authority: parts.authority,
-                    path: parts.pathAndQuery,
-                    headerFields: headerFields
-                ),
+                method: method,
+                scheme: parts.scheme,
+                authority: parts.authority,
+                path: parts.pathAndQuery,
+                headerFields: headerFields,
                 body: body,
                 options: options,
                 urlString: parts.isCanonical

@@ -97,6 +97,31 @@ struct CurlTransportSafetyTests {
         #expect(request.urlString == scheme + "://b.test:81/other")
     }
 
+    @Test("method and headerFields are the head's, read or written either way")
+    func headParts() throws {
+        var request = try TransportRequest(
+            method: .post,
+            url: "https://a.test/p?q=1",
+            headers: [("X-One", "1"), ("X-One", "2")]
+        )
+        #expect(request.method == .post && request.head.method == .post)
+        #expect(request.headerFields[values: HTTPField.Name("X-One")!] == ["1", "2"])
+        #expect(request.head.headerFields == request.headerFields)
+        request.method = .put
+        request.headerFields[.authorization] = "Bearer t"
+        #expect(request.head.method == .put)
+        #expect(request.head.headerFields[.authorization] == "Bearer t")
+        #expect(request.head.scheme == "https" && request.head.path == "/p?q=1")
+        var head = request.head
+        head.method = .delete
+        head.headerFields = [.accept: "text/plain"]
+        request.head = head
+        #expect(request.method == .delete)
+        #expect(request.headerFields == [.accept: "text/plain"])
+        #expect(request.urlString == "https://a.test/p?q=1")
+        #expect(request.isIdempotent)
+    }
+
     @Test("a gzip bomb stops at the limit on decoded bytes")
     func gzipBomb() async throws {
         try await withServer { server in

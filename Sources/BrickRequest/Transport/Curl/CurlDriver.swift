@@ -620,7 +620,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
             return error
         }
         transfer.bodyLength = request.body == nil ? 0 : method.postFieldSize
-        let secure = request.head.scheme == "https"
+        let secure = request.isSecure
         // After a network change, connections opened before it may be dead (libcurl would find out
         // only by failing a request on one): see `CurlTransport.networkDidChange()`.
         let (freshAfterChange, maxLifetime) = connectionLimitsAfterNetworkChange()
@@ -667,7 +667,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
         _ request: TransportRequest,
         declaredLength: Int64?
     ) throws(TransportError) -> EasyHandle.Method {
-        let method = request.head.method
+        let method = request.method
         guard let body = request.body else {
             switch method {
             case .get: return EasyHandle.Method(post: false, postFieldSize: -1, noBody: false)
@@ -720,7 +720,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
                 )
             )
         }
-        if old.head.scheme == "https" && parts.scheme == "http" && !policy.allowsHTTPSToHTTP {
+        if old.isSecure && parts.scheme == "http" && !policy.allowsHTTPSToHTTP {
             return .failed(
                 TransportError(
                     .redirectRefused,

@@ -10,11 +10,11 @@ struct CurlHeaderLines {
 
     init(_ request: TransportRequest) throws(TransportError) {
         var lines: [String] = []
-        lines.reserveCapacity(request.head.headerFields.count + 2)
+        lines.reserveCapacity(request.headerFields.count + 2)
         var hasContentType = false
         var hasExpect = false
         var declared: String? = nil
-        for field in request.head.headerFields {
+        for field in request.headerFields {
             switch field.name {
             case .contentLength:
                 declared = field.value
@@ -25,7 +25,7 @@ struct CurlHeaderLines {
             }
             lines.append(field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)")
         }
-        let hasBody = request.body != nil || request.head.method == .post
+        let hasBody = request.body != nil || request.method == .post
         if hasBody && !hasContentType { lines.append("Content-Type:") }
         if request.body != nil && !hasExpect { lines.append("Expect:") }
         if let declared {

@@ -13,14 +13,14 @@ extension CurlTransport {
     public func cURLDescription(for request: TransportRequest) -> String {
         var arguments: [String] = ["curl"]
         let configuration = self.configuration
-        switch request.head.method {
+        switch request.method {
         case .get where request.body == nil: break
         case .head where request.body == nil: arguments.append("--head")
         case .post where request.body != nil: break
-        default: arguments += ["-X", request.head.method.rawValue]
+        default: arguments += ["-X", request.method.rawValue]
         }
         arguments.append(Self.quote(request.urlString))
-        if request.head.headerFields[.userAgent] == nil {
+        if request.headerFields[.userAgent] == nil {
             arguments += ["-A", Self.quote(configuration.userAgent ?? "")]
         }
         if let lines = try? CurlHeaderLines(request).lines {
@@ -42,7 +42,7 @@ extension CurlTransport {
                 prefix = "{ " + parts.joined(separator: "; ") + "; } | "
                 arguments += ["--data-binary", "@-"]
             }
-        } else if request.head.method == .post {
+        } else if request.method == .post {
             arguments += ["--data-binary", "''"]
         }
         arguments += [
@@ -61,7 +61,7 @@ extension CurlTransport {
         if request.options.followsRedirects && configuration.redirects.maxRedirects > 0 {
             arguments += [
                 "--location", "--max-redirs", String(configuration.redirects.maxRedirects), "--proto-redir",
-                configuration.redirects.allowsHTTPSToHTTP || request.head.scheme == "http" ? "=http,https" : "=https",
+                configuration.redirects.allowsHTTPSToHTTP || !request.isSecure ? "=http,https" : "=https",
             ]
         }
         if configuration.httpVersion == .http1_1 { arguments.append("--http1.1") }
@@ -76,7 +76,7 @@ extension CurlTransport {
             arguments += ["--pinnedpubkey", Self.quote(tls.pinnedPublicKeys.joined(separator: ";"))]
         }
         let proxy = ResolvedProxy(configuration.proxy, environment: ProcessInfo.processInfo.environment)
-        let proxyURL = request.head.scheme == "https" ? proxy.https : proxy.http
+        let proxyURL = request.isSecure ? proxy.https : proxy.http
         arguments += ["--proxy", Self.quote(proxyURL)]
         if !proxy.noProxy.isEmpty { arguments += ["--noproxy", Self.quote(proxy.noProxy)] }
         if case .file(let path) = request.options.destination { arguments += ["-o", Self.quote(path)] }
