@@ -48,8 +48,22 @@ public struct CallbackQueue: Sendable {
 
 /// Runs work on a ``CallbackQueue``, draining queued items in batches.
 final class CallbackDispatcher: Sendable {
+    /// A piece of work: a closure, or an exchange's result to deliver (the common case, which
+    /// needs no closure and so no allocation).
+    private enum Item {
+        case work(@Sendable () -> Void)
+        case delivery(Exchange, Result<TransportResponse, TransportError>)
+
+        func run() {
+            switch self {
+            case .work(let work): work()
+            case .delivery(let exchange, let result): exchange.deliver(result)
+            }
+        }
+    }
+
     private struct Pending {
-        var items: [@Sendable () -> Void] = []
+        var items: [Item] = []
         var scheduled = false
     }
 
@@ -67,12 +81,21 @@ final class CallbackDispatcher: Sendable {
     }
 
     func submit(_ work: @escaping @Sendable () -> Void) {
+        submit(.work(work))
+    }
+
+    /// Delivers `result` through `exchange` (``Exchange/deliver(_:)``).
+    func submit(_ exchange: Exchange, _ result: Result<TransportResponse, TransportError>) {
+        submit(.delivery(exchange, result))
+    }
+
+    private func submit(_ item: Item) {
         guard let queue else {
-            work()
+            item.run()
             return
         }
         let schedule = pending.withLock { pending -> Bool in
-            pending.items.append(work)
+            pending.items.append(item)
             defer { pending.scheduled = true }
             return !pending.scheduled
         }
@@ -83,14 +106,14 @@ final class CallbackDispatcher: Sendable {
     }
 
     private func drain() {
-        var batch: [@Sendable () -> Void] = []
+        var batch: [Item] = []
         while true {
             pending.withLock { pending in
                 swap(&pending.items, &batch)
                 if batch.isEmpty { pending.scheduled = false }
             }
             if batch.isEmpty { return }
-            for work in batch { work() }
+            for item in batch { item.run() }
             batch.removeAll(keepingCapacity: true)
         }
     }

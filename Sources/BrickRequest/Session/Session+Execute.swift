@@ -74,6 +74,52 @@ struct Outcome: Sendable {
     }
 }
 
+/// One run of a request through ``Session/execute(_:lifecycle:handler:)``: everything the
+/// transport's completion and the callback queue need, in one object, so that the closures
+/// between them capture only it (a closure whose one capture is an object allocates nothing).
+final class Exchange: Sendable {
+    let session: Session
+    let prepared: PreparedRequest
+    let request: TransportRequest
+    let lifecycle: RequestLifecycle
+    let handler: @Sendable (Outcome) -> Void
+
+    init(
+        session: Session,
+        prepared: PreparedRequest,
+        request: TransportRequest,
+        lifecycle: RequestLifecycle,
+        handler: @escaping @Sendable (Outcome) -> Void
+    ) {
+        self.session = session
+        self.prepared = prepared
+        self.request = request
+        self.lifecycle = lifecycle
+        self.handler = handler
+    }
+
+    /// The transport's completion of the first attempt.
+    func transportDidComplete(_ result: Result<TransportResponse, TransportError>) {
+        // Fast path: a result the retry engine would deliver anyway goes straight to the handler.
+        guard session.mayRetry(result, prepared: prepared, lifecycle: lifecycle) else {
+            session.callbacks.submit(self, result)
+            return
+        }
+        Task { [self] in
+            // No authenticator on this path, so the loop cannot fail with an authentication error.
+            let final =
+                (try? await session.retryLoop(prepared, request: request, first: result, lifecycle: lifecycle))
+                ?? result
+            session.callbacks.submit(self, final)
+        }
+    }
+
+    /// Validates `result` and hands the outcome to the handler; on the callback queue.
+    func deliver(_ result: Result<TransportResponse, TransportError>) {
+        handler(session.finish(prepared, request: request, result: result, lifecycle: lifecycle))
+    }
+}
+
 extension Session {
     /// Runs a prepared request and calls `handler` once, through the callback queue.
     @usableFromInline
@@ -103,23 +149,15 @@ extension Session {
             return
         }
         willStart(request)
-        let task = transport.start(request) { [self] result in
-            // Fast path: a result the retry engine would deliver anyway goes straight to the handler.
-            guard mayRetry(result, prepared: prepared, lifecycle: lifecycle) else {
-                callbacks.submit { [self] in
-                    handler(finish(prepared, request: request, result: result, lifecycle: lifecycle))
-                }
-                return
-            }
-            Task { [self] in
-                // No authenticator on this path, so the loop cannot fail with an authentication error.
-                let final =
-                    (try? await retryLoop(prepared, request: request, first: result, lifecycle: lifecycle)) ?? result
-                callbacks.submit { [self] in
-                    handler(finish(prepared, request: request, result: final, lifecycle: lifecycle))
-                }
-            }
-        }
+        let exchange = Exchange(
+            session: self,
+            prepared: prepared,
+            request: request,
+            lifecycle: lifecycle,
+            handler: handler
+        )
+        // The closure's only capture is the exchange, which serves as its context: no allocation.
+        let task = transport.start(request) { [exchange] result in exchange.transportDidComplete(result) }
         lifecycle.attach(task)
     }
 
@@ -257,7 +295,7 @@ extension Session {
     }
 
     /// Whether the retry engine needs to look at this result (cheap: most results skip it).
-    private func mayRetry(
+    func mayRetry(
         _ result: Result<TransportResponse, TransportError>,
         prepared: PreparedRequest,
         lifecycle: RequestLifecycle
@@ -381,7 +419,7 @@ extension Session {
 
     /// Completion and validation of one outcome (serialization follows in ``Outcome/response(_:)``);
     /// runs where the handler runs (the callback queue), or in the awaiting task.
-    private func finish(
+    func finish(
         _ prepared: PreparedRequest,
         request: TransportRequest,
         result: Result<TransportResponse, TransportError>,
