@@ -9,14 +9,8 @@ extension ResponseType where Self: Component {
     @discardableResult
     @inlinable
     public func response(_ handler: @escaping @Sendable (Response<SerializedObject, BrickError>) -> Void) -> Self {
-        let lifecycle = self.lifecycle
         let serializer = responseSerializer
-        let deliver: @Sendable (Outcome) -> Void = { handler($0.response(serializer)) }
-        pendingStart = { [unowned self] session in
-            session.execute(PreparedRequest(self), lifecycle: lifecycle, handler: deliver)
-        }
-        let session = self.session
-        pendingCancel = { session.deliverCancellation(to: deliver) }
+        pendingDelivery = { handler($0.response(serializer)) }
         return self
     }
 
@@ -50,10 +44,11 @@ extension RequestType where Self: Component {
     /// Starts the request: renders it on the caller's side and hands it to its ``RequestType/session``.
     /// The handler given to `response(_:)` receives the outcome; without one, the outcome is dropped.
     /// A request runs once: later calls are ignored.
+    @inlinable
     public func resume() {
-        if let start = pendingStart {
-            pendingStart = nil
-            start(session)
+        if let deliver = pendingDelivery {
+            pendingDelivery = nil
+            session.execute(PreparedRequest(self), lifecycle: lifecycle, handler: deliver)
         } else if let request = self as? any ResponseType {
             request.fireAndForget()
         }
@@ -63,16 +58,17 @@ extension RequestType where Self: Component {
     /// ``BrickError/cancelled`` exactly once (also when the request had not been resumed yet).
     public func cancel() {
         let previous = lifecycle.cancel()
-        if previous == .waiting, let notify = pendingCancel {
-            pendingStart = nil
-            pendingCancel = nil
-            notify()
+        if previous == .waiting, let deliver = pendingDelivery {
+            pendingDelivery = nil
+            session.deliverCancellation(to: deliver)
         }
     }
 }
 
 extension ResponseType {
-    fileprivate func fireAndForget() {
+    /// Runs the request with no handler (``RequestType/resume()`` without `response(_:)`).
+    @usableFromInline
+    func fireAndForget() {
         guard let component = self as? Component else { return }
         session.execute(PreparedRequest(self), lifecycle: component.lifecycle) { _ in }
     }

@@ -26,10 +26,9 @@ open class Component: Hashable {
     public let parameterBuilder: ParameterBuilder
     /// State, retry count and the transfer in flight, shared with the session.
     public let lifecycle = RequestLifecycle()
-    /// Starts the request once rendered; set by `response(_:)`.
-    @usableFromInline var pendingStart: ((Session) -> Void)?
-    /// Tells the registered handler that the request was cancelled before it started.
-    @usableFromInline var pendingCancel: (() -> Void)?
+    /// The handler registered by `response(_:)`, taking the outcome before serialization; cleared
+    /// when the request starts or is cancelled before it starts.
+    @usableFromInline var pendingDelivery: (@Sendable (Outcome) -> Void)?
 
     /// Creates a component.
     ///

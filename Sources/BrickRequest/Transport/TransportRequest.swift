@@ -252,6 +252,7 @@ public struct TransportRequest: Sendable {
     public static func validatedFields(_ headers: [(name: String, value: String)]) throws(TransportError) -> HTTPFields
     {
         var fields = HTTPFields()
+        if headers.isEmpty { return fields }  // reserving even 0 would allocate storage
         fields.reserveCapacity(headers.count)
         for (name, value) in headers {
             guard let fieldName = HTTPField.Name(name) else {

@@ -214,6 +214,29 @@ struct EndToEndTests {
         }
     }
 
+    @Test("resume() without a handler still sends the request; a second resume() sends nothing")
+    func resumeWithoutHandler() async throws {
+        try await withServer { server in
+            let request = EchoOnce(server: server)
+            request.resume()
+            request.resume()
+            let deadline = ContinuousClock.now + .seconds(5)
+            while server.requestCount == 0 && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(server.requestCount == 1)
+            let registered = EchoOnce(server: server)
+            let delivered = Delivered<Response<JSON, BrickError>>()
+            registered.response { delivered.add($0) }.resume()
+            registered.resume()
+            #expect(try await delivered.first().error == nil)
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(delivered.count == 1)
+            #expect(server.requestCount == 2)
+        }
+    }
+
     @Test("cancelling the task awaiting value cancels the transfer")
     func taskCancellation() async throws {
         try await withServer { server in

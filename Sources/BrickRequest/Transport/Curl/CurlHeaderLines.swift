@@ -10,11 +10,12 @@ struct CurlHeaderLines {
 
     init(_ request: TransportRequest) throws(TransportError) {
         var lines: [String] = []
-        lines.reserveCapacity(request.headerFields.count + 2)
+        let fields = request.headerFields
+        if !fields.isEmpty { lines.reserveCapacity(fields.count + 2) }  // no allocation for no lines
         var hasContentType = false
         var hasExpect = false
         var declared: String? = nil
-        for field in request.headerFields {
+        for field in fields {
             switch field.name {
             case .contentLength:
                 declared = field.value
