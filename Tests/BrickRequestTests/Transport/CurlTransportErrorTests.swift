@@ -144,13 +144,18 @@ struct CurlTransportErrorTests {
         try await withServer { server in
             server.script("/stall", [.stall])
             let results = ResultsBox()
+            let task: TransportTask
             do {
                 let transport = CurlTransport()
-                _ = transport.start(try get(server.baseURL + "/stall")) { results.add($0) }
+                task = transport.start(try get(server.baseURL + "/stall")) { results.add($0) }
                 while server.requestCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
             }
             await results.wait(count: 1)
             #expect(results.all.first?.failure?.kind == .shutdown)
+            // The task outlives its transport: cancelling it now does nothing, and nothing more is delivered.
+            task.cancel()
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(results.all.count == 1)
         }
     }
 }
