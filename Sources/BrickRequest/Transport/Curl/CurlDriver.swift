@@ -49,10 +49,11 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
         var stopped = false
     }
 
-    struct Statistics {
-        var activeTransfers = 0
-        var easyHandles = 0
-        var takeovers = 0
+    /// Counts for tests and diagnostics, each read on its own (relaxed: no ordering is implied).
+    struct Statistics: ~Copyable {
+        let activeTransfers = Atomic<Int>(0)
+        let easyHandles = Atomic<Int>(0)
+        let takeovers = Atomic<Int>(0)
     }
 
     private let inbox = Mutex(Inbox())
@@ -64,7 +65,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
     private let configuration: CurlTransport.Configuration
     /// C strings set on every transfer, converted once (libcurl copies them).
     private let constantStrings: ConstantStrings
-    private let statistics = Mutex(Statistics())
+    let statistics = Statistics()
     /// Runs tasks on this thread (``CurlTransport/taskExecutor``). Created before the thread starts,
     /// then read only there; dropped when the loop ends, which breaks the driver ⇄ executor cycle.
     @exclusivity(unchecked) private(set) var executor: CurlTaskExecutor?
@@ -137,8 +138,6 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
         return true
     }
 
-    var snapshot: Statistics { statistics.withLock { $0 } }
-
     // MARK: - Submitting (any thread)
 
     func submit(_ command: Command) {
@@ -198,7 +197,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
                 guard standby.enlist() else { return }
             }
             guard let standby, standby.awaitTakeover() else { return }
-            statistics.withLock { $0.takeovers += 1 }
+            statistics.takeovers.add(1, ordering: .relaxed)
             leading = true
         }
     }
@@ -486,12 +485,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
     }
 
     private func publishStatistics() {
-        let count = active.count
-        let handles = easyHandleCount
-        statistics.withLock {
-            $0.activeTransfers = count
-            $0.easyHandles = handles
-        }
+        statistics.activeTransfers.store(active.count, ordering: .relaxed)
+        statistics.easyHandles.store(easyHandleCount, ordering: .relaxed)
     }
 
     private func tearDown() {

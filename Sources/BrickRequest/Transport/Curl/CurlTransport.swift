@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The libcurl transport: one driver thread, one `curl_multi` handle, many concurrent requests.
 ///
@@ -96,12 +97,12 @@ public final class CurlTransport: Transport {
     }
 
     /// Requests in flight (started and not yet completed). For tests and diagnostics.
-    public var activeTransferCount: Int { driver.snapshot.activeTransfers }
+    public var activeTransferCount: Int { driver.statistics.activeTransfers.load(ordering: .relaxed) }
 
     /// How many times a standby thread took the I/O over from work that ran longer than
     /// ``Configuration/stallLimit``. For tests and diagnostics.
-    public var stallTakeoverCount: Int { driver.snapshot.takeovers }
+    public var stallTakeoverCount: Int { driver.statistics.takeovers.load(ordering: .relaxed) }
 
     /// libcurl easy handles alive (in flight plus pooled for reuse). For tests and diagnostics.
-    public var easyHandleCount: Int { driver.snapshot.easyHandles }
+    public var easyHandleCount: Int { driver.statistics.easyHandles.load(ordering: .relaxed) }
 }
