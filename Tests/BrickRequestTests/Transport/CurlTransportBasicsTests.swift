@@ -139,6 +139,23 @@ struct CurlTransportBasicsTests {
         }
     }
 
+    @Test("a header block of many kilobytes arrives whole; a redirected response has only its own headers")
+    func largeHeaderBlock() async throws {
+        try await withServer { server in
+            let values = (0..<40).map { "value-\($0)-" + String(repeating: "x", count: 200) }
+            let query = values.enumerated().map { "X-Big-\($0.offset)=\($0.element)" }.joined(separator: "&")
+            let response = try await transport.send(try get(server.baseURL + "/response-headers?" + query))
+            #expect(response.rawHeaders.count > 8_000)
+            for (index, value) in values.enumerated() {
+                #expect(response.headerFields[HTTPField.Name("X-Big-\(index)")!] == value)
+            }
+            let redirected = try await transport.send(try get(server.baseURL + "/redirect/2"))
+            #expect(redirected.status == .ok)
+            #expect(redirected.headerFields[.location] == nil)
+            #expect(redirected.headerFields[values: .contentLength].count == 1)
+        }
+    }
+
     @Test("metrics describe the transfer")
     func metrics() async throws {
         try await withServer { server in
