@@ -25,21 +25,25 @@ enum URLValidator {
 
     private static func parse(bytes: UnsafeBufferPointer<UInt8>) -> Result<Parts, TransportError> {
         let count = bytes.count
-        var colon = -1
+        // One pass: every byte printable ASCII (0x21...0x7E), and where the fragment starts.
+        var fragment = count
         for index in 0..<count {
             let byte = bytes[index]
-            if byte <= 0x20 || byte == 0x7F { return invalid("contains a space or control character") }
-            if byte >= 0x80 { return invalid("contains non-ASCII characters; percent-encode them") }
-            if colon < 0 && byte == UInt8(ascii: ":") { colon = index }
+            if byte &- 0x21 >= 0x5E {
+                if byte >= 0x80 { return invalid("contains non-ASCII characters; percent-encode them") }
+                return invalid("contains a space or control character")
+            }
+            if byte == UInt8(ascii: "#") && fragment == count { fragment = index }
         }
-        guard colon > 0 else { return invalid("no scheme") }
+        let colon: Int
         let scheme: String
-        if colon == 4 && matches(bytes, at: 0, "http") {
-            scheme = "http"
-        } else if colon == 5 && matches(bytes, at: 0, "https") {
-            scheme = "https"
+        if count > 4 && bytes[4] == UInt8(ascii: ":") && matches(bytes, at: 0, "http") {
+            (colon, scheme) = (4, "http")
+        } else if count > 5 && bytes[5] == UInt8(ascii: ":") && matches(bytes, at: 0, "https") {
+            (colon, scheme) = (5, "https")
         } else {
-            let name = String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<colon]), as: UTF8.self)
+            guard let found = bytes.firstIndex(of: UInt8(ascii: ":")), found > 0 else { return invalid("no scheme") }
+            let name = String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<found]), as: UTF8.self)
             return invalid("scheme \(name.lowercased().debugDescription) is not http or https")
         }
         let authorityStart = colon + 3
@@ -89,8 +93,7 @@ enum URLValidator {
             if let error = checkPort(bytes, from: lastColon + 1, to: authorityEnd) { return .failure(error) }
         }
         if hostEnd == authorityStart { return invalid("no host") }
-        var end = authorityEnd
-        while end < count && bytes[end] != UInt8(ascii: "#") { end += 1 }  // fragments are never sent
+        let end = fragment  // fragments are never sent
         let authority = String(
             decoding: UnsafeBufferPointer(rebasing: bytes[authorityStart..<authorityEnd]),
             as: UTF8.self

@@ -65,6 +65,29 @@ struct CurlTransportSafetyTests {
         }
     }
 
+    @Test(
+        "an invalid URL's error says what is wrong",
+        arguments: [
+            ("http://exa mple.com/", "space or control character"),
+            ("http://127.0.0.1/caf\u{E9}", "non-ASCII"),
+            ("FTP://127.0.0.1/file", "scheme \"ftp\" is not http or https"),
+            ("127.0.0.1:8080/path", "scheme \"127.0.0.1\" is not http or https"),
+            ("127.0.0.1/path", "no scheme"),
+            ("https:/x", "not an absolute URL"),
+            ("http://user@127.0.0.1/", "credentials"),
+            ("http://[::1/", "unterminated IPv6"),
+            ("http://127.0.0.1:70000/", "port \"70000\""),
+            ("http://:80/", "no host"),
+        ]
+    )
+    func invalidURLMessages(url: String, reason: String) {
+        #expect {
+            _ = try TransportRequest(method: .get, url: url)
+        } throws: { error in
+            (error as? TransportError)?.message.contains(reason) == true
+        }
+    }
+
     @Test("valid URLs keep their path and query and drop the fragment")
     func validURL() throws {
         let request = try TransportRequest(method: .get, url: "HTTPS://Example.com:8443?q=1#frag")
