@@ -72,6 +72,22 @@ public final class Session: Sendable {
         networkWatcher.cancel()
     }
 
+    /// An executor for tasks that run this session's requests: awaiting `value` or `response()`
+    /// there resumes after each response with no thread hop (its transport's
+    /// ``Transport/preferredTaskExecutor``; `nil`, meaning no preference, when it has none).
+    ///
+    /// ```swift
+    /// try await withThrowingTaskGroup(of: User.self) { group in
+    ///     for id in ids {
+    ///         group.addTask(executorPreference: Session.api.preferredTaskExecutor) {
+    ///             try await GetUser(userID: id).value
+    ///         }
+    ///     }
+    ///     …
+    /// }
+    /// ```
+    public var preferredTaskExecutor: (any TaskExecutor)? { transport.preferredTaskExecutor }
+
     /// The session used by requests that do not choose one.
     public static let shared = Session()
 

@@ -41,6 +41,12 @@ public protocol Transport: Sendable {
     /// - Parameter work: What to run.
     /// - Returns: Whether the transport took `work`.
     func scheduleOnTransportThread(_ work: @escaping @Sendable () -> Void) -> Bool
+
+    /// An executor for tasks that run this transport's requests, on which they resume after each
+    /// response with no thread hop (``CurlTransport/taskExecutor``), or `nil` (the default) when
+    /// the transport has none. Pass it to `Task(executorPreference:)` or
+    /// `TaskGroup.addTask(executorPreference:)`; `nil` there means no preference.
+    var preferredTaskExecutor: (any TaskExecutor)? { get }
 }
 
 extension Transport {
@@ -52,6 +58,9 @@ extension Transport {
     /// - Parameter work: Not run.
     /// - Returns: `false`.
     public func scheduleOnTransportThread(_ work: @escaping @Sendable () -> Void) -> Bool { false }
+
+    /// `nil`: no executor of the transport's own.
+    public var preferredTaskExecutor: (any TaskExecutor)? { nil }
 }
 
 /// A handle to a request started on a ``Transport``.

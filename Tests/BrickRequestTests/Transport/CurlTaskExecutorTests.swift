@@ -1,5 +1,6 @@
 import BrickRequest
 import BrickTestServer
+import BrickTesting
 import Foundation
 import Synchronization
 import Testing
@@ -39,6 +40,31 @@ struct CurlTaskExecutorTests {
             #expect(driverThread != 0)
             #expect(threads.allSatisfy { $0 == driverThread })
             #expect(server.requestCount == 22)
+        }
+    }
+
+    @Test("a session offers its transport's executor; bricks awaited there resume on the driver thread")
+    func sessionPreferredExecutor() async throws {
+        try await withServer { server in
+            var configuration = CurlTransport.Configuration()
+            configuration.stallLimit = .seconds(2)
+            let transport = CurlTransport(configuration: configuration)
+            let session = Session(transport: transport)
+            let executor = try #require(session.preferredTaskExecutor)
+            #expect(executor === transport.taskExecutor)
+            #expect(Session(transport: StubTransport()).preferredTaskExecutor == nil)
+            let driverThread = await completionThread(of: transport, request: try get(server.baseURL + "/bytes/8"))
+            let url = server.baseURL + "/anything"
+            let threads = try await Task(executorPreference: session.preferredTaskExecutor) {
+                var seen: [UInt] = []
+                for _ in 0..<10 {
+                    let echo = try await ExecutorEcho(url: url, session: session).value
+                    #expect(echo["method"].string == "GET")
+                    seen.append(currentThreadID())
+                }
+                return seen
+            }.value
+            #expect(threads.allSatisfy { $0 == driverThread })
         }
     }
 

@@ -45,6 +45,9 @@ public final class CurlTransport: Transport {
     /// executor.
     public let taskExecutor: any TaskExecutor
 
+    /// ``taskExecutor``.
+    public var preferredTaskExecutor: (any TaskExecutor)? { taskExecutor }
+
     /// Creates a transport and starts its driver thread.
     ///
     /// - Parameter configuration: Timeouts, limits, TLS, proxy, redirects and decoding.
