@@ -33,6 +33,13 @@ extension Result {
 /// The calling thread, as a number that can be compared across threads.
 func currentThreadID() -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(bitPattern: pthread_self()))) }
 
+/// A transport whose standby thread takes the I/O over after `stallLimit`.
+func curlTransport(stallLimit: Duration) -> CurlTransport {
+    var configuration = CurlTransport.Configuration()
+    configuration.stallLimit = stallLimit
+    return CurlTransport(configuration: configuration)
+}
+
 /// The thread on which `transport` runs its completions right now.
 func completionThread(of transport: CurlTransport, request: TransportRequest) async -> UInt {
     await withCheckedContinuation { (continuation: CheckedContinuation<UInt, Never>) in

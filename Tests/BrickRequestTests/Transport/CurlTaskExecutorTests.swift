@@ -21,10 +21,8 @@ struct CurlTaskExecutorTests {
     @Test("a task that prefers the executor resumes on the thread where completions run")
     func resumesOnDriverThread() async throws {
         try await withServer { server in
-            var configuration = CurlTransport.Configuration()
             // Long enough that a preempted task never makes the I/O move to the standby thread.
-            configuration.stallLimit = .seconds(2)
-            let transport = CurlTransport(configuration: configuration)
+            let transport = curlTransport(stallLimit: .seconds(2))
             let request = try get(server.baseURL + "/bytes/8")
             _ = try await transport.send(request)
             let driverThread = await completionThread(of: transport, request: request)
@@ -46,9 +44,7 @@ struct CurlTaskExecutorTests {
     @Test("a session offers its transport's executor; bricks awaited there resume on the driver thread")
     func sessionPreferredExecutor() async throws {
         try await withServer { server in
-            var configuration = CurlTransport.Configuration()
-            configuration.stallLimit = .seconds(2)
-            let transport = CurlTransport(configuration: configuration)
+            let transport = curlTransport(stallLimit: .seconds(2))
             let session = Session(transport: transport)
             let executor = try #require(session.preferredTaskExecutor)
             #expect(executor === transport.taskExecutor)

@@ -59,9 +59,7 @@ struct StallTakeoverTests {
         count: Int,
         server: BrickTestServer
     ) async throws -> (handlers: [UInt], transport: UInt) {
-        var configuration = CurlTransport.Configuration()
-        configuration.stallLimit = stallLimit
-        let transport = CurlTransport(configuration: configuration)
+        let transport = curlTransport(stallLimit: stallLimit)
         let session = Session(transport: transport)
         let url = server.baseURL + "/bytes/8"
         let driver = await completionThread(of: transport, request: try get(url))
@@ -213,9 +211,7 @@ struct StallTakeoverStressTests {
     )
     func randomBlockingUnderLoad() async throws {
         try await withServer { server in
-            var configuration = CurlTransport.Configuration()
-            configuration.stallLimit = .microseconds(500)
-            let transport = CurlTransport(configuration: configuration)
+            let transport = curlTransport(stallLimit: .microseconds(500))
             let session = Session(transport: transport)
             let url = server.baseURL + "/bytes/64"
             let inside = Atomic<Int>(0)
