@@ -25,15 +25,10 @@ enum URLValidator {
 
     private static func parse(bytes: UnsafeBufferPointer<UInt8>) -> Result<Parts, TransportError> {
         let count = bytes.count
-        // One pass: every byte printable ASCII (0x21...0x7E), and where the fragment starts.
-        var fragment = count
-        for index in 0..<count {
-            let byte = bytes[index]
-            if byte &- 0x21 >= 0x5E {
-                if byte >= 0x80 { return invalid("contains non-ASCII characters; percent-encode them") }
-                return invalid("contains a space or control character")
-            }
-            if byte == UInt8(ascii: "#") && fragment == count { fragment = index }
+        let fragment: Int
+        switch scan(bytes) {
+        case .success(let start): fragment = start
+        case .failure(let error): return .failure(error)
         }
         let colon: Int
         let scheme: String
@@ -109,6 +104,51 @@ enum URLValidator {
         return .success(
             Parts(scheme: scheme, authority: authority, pathAndQuery: pathAndQuery, isCanonical: isCanonical)
         )
+    }
+
+    /// Checks that every byte is printable ASCII (0x21...0x7E) and returns where the fragment starts
+    /// (`bytes.count` when there is none): eight bytes at a time, each word with three bit tests,
+    /// byte by byte only in a word that holds a `#` to find or a byte to refuse.
+    private static func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<Int, TransportError> {
+        let count = bytes.count
+        guard let base = bytes.baseAddress else { return .success(0) }
+        var fragment = count
+        var index = 0
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        /// The bytes of `word` that are zero have their high bit set; others (below the first
+        /// zero byte) are clear — exact as an "any zero byte" test.
+        func zeroBytes(_ word: UInt64) -> UInt64 { (word &- ones) & ~word & highs }
+        while index + 8 <= count {
+            let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+            // Any byte ≥ 0x80, any byte < 0x21 (exact once no byte is ≥ 0x80), any 0x7F.
+            let refused = (word & highs) | ((word &- ones &* 0x21) & ~word & highs) | zeroBytes(word ^ (ones &* 0x7F))
+            let hash = fragment == count ? zeroBytes(word ^ (ones &* 0x23)) : 0
+            if refused | hash != 0 {
+                for position in index..<(index + 8) {
+                    if let error = check(bytes[position], at: position, fragment: &fragment) { return .failure(error) }
+                }
+            }
+            index += 8
+        }
+        while index < count {
+            if let error = check(bytes[index], at: index, fragment: &fragment) { return .failure(error) }
+            index += 1
+        }
+        return .success(fragment)
+    }
+
+    /// One byte of ``scan(_:)``'s slow path.
+    @inline(__always)
+    private static func check(_ byte: UInt8, at position: Int, fragment: inout Int) -> TransportError? {
+        if byte &- 0x21 >= 0x5E {
+            let reason =
+                byte >= 0x80
+                ? "contains non-ASCII characters; percent-encode them" : "contains a space or control character"
+            return TransportError(.invalidRequest, message: "invalid URL: \(reason)")
+        }
+        if byte == UInt8(ascii: "#") && position < fragment { fragment = position }
+        return nil
     }
 
     /// Whether `bytes[offset...]` starts with `text`, ignoring ASCII case.

@@ -88,6 +88,37 @@ struct CurlTransportSafetyTests {
         }
     }
 
+    @Test("URL bytes are checked and the fragment found exactly as a byte-by-byte reading would")
+    func urlScanMatchesReference() throws {
+        // The validator reads eight bytes at a time; compare it with the plain rule on random URLs
+        // whose odd bytes fall at every position of a word and in the tail.
+        let alphabet: [String] = [
+            "a", "Z", "0", "/", "?", "=", "&", "#", "%41", "~", " ", "\t", "\u{7F}", "\u{1}", "é", "日",
+        ]
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next(_ bound: Int) -> Int {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return Int(state % UInt64(bound))
+        }
+        for _ in 0..<3_000 {
+            let prefix = "http://h.test" + String(repeating: "/p", count: next(6))
+            let suffix = (0..<next(40)).map { _ in alphabet[next(alphabet.count)] }.joined()
+            let url = prefix + "/" + suffix
+            let firstRefused = url.utf8.first { $0 < 0x21 || $0 > 0x7E }
+            do {
+                let request = try TransportRequest(method: .get, url: url)
+                #expect(firstRefused == nil, "accepted \(url.debugDescription)")
+                let kept = url.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+                #expect(request.urlString == String(kept))
+            } catch {
+                let expected = (firstRefused ?? 0) >= 0x80 ? "non-ASCII" : "space or control character"
+                #expect(firstRefused != nil && error.message.contains(expected), "\(url.debugDescription): \(error)")
+            }
+        }
+    }
+
     @Test("valid URLs keep their path and query and drop the fragment")
     func validURL() throws {
         let request = try TransportRequest(method: .get, url: "HTTPS://Example.com:8443?q=1#frag")
