@@ -72,9 +72,7 @@ public struct TransportRequest: Sendable {
     /// building an `HTTPRequest` checks every pseudo-header, and most requests never need one.
     private struct Fields: Sendable {
         var method: HTTPRequest.Method
-        var scheme: String?
-        var authority: String?
-        var path: String?
+        var target: Target
         var extendedConnectProtocol: String?
         var headerFields: HTTPFields
         var body: RequestBody?
@@ -82,7 +80,39 @@ public struct TransportRequest: Sendable {
         var urlString: String
     }
 
+    /// Scheme, authority and path: offsets into ``urlString`` for a request made from a URL (no
+    /// part is copied out until asked for), or the parts of a head set by hand as they were given.
+    private enum Target: Sendable {
+        /// `urlString` is `scheme://authority` + path, the authority ending at UTF-8 offset `authorityEnd`.
+        case parsed(isHTTPS: Bool, authorityEnd: Int)
+        case explicit(scheme: String?, authority: String?, path: String?)
+    }
+
     private var storage: SharedValue<Fields>
+
+    private var scheme: String? {
+        switch storage.value.target {
+        case .parsed(let isHTTPS, _): isHTTPS ? "https" : "http"
+        case .explicit(let scheme, _, _): scheme
+        }
+    }
+
+    private var authority: String? {
+        switch storage.value.target {
+        case .parsed(let isHTTPS, let authorityEnd):
+            let start = isHTTPS ? 8 : 7  // after "https://" or "http://"
+            return URLValidator.slice(storage.value.urlString, start..<authorityEnd)
+        case .explicit(_, let authority, _): return authority
+        }
+    }
+
+    private var path: String? {
+        switch storage.value.target {
+        case .parsed(_, let authorityEnd):
+            URLValidator.slice(storage.value.urlString, authorityEnd..<storage.value.urlString.utf8.count)
+        case .explicit(_, _, let path): path
+        }
+    }
 
     /// Method, scheme, authority, path (with query) and header fields, as an `HTTPRequest`.
     ///
@@ -90,22 +120,25 @@ public struct TransportRequest: Sendable {
     /// read those parts.
     public var head: HTTPRequest {
         get {
-            let fields = storage.value
             var head = HTTPRequest(
-                method: fields.method,
-                scheme: fields.scheme,
-                authority: fields.authority,
-                path: fields.path,
-                headerFields: fields.headerFields
+                method: storage.value.method,
+                scheme: scheme,
+                authority: authority,
+                path: path,
+                headerFields: storage.value.headerFields
             )
-            if let extended = fields.extendedConnectProtocol { head.extendedConnectProtocol = extended }
+            if let extended = storage.value.extendedConnectProtocol { head.extendedConnectProtocol = extended }
             return head
         }
         set {
+            let moved = newValue.scheme != scheme || newValue.authority != authority || newValue.path != path
             storage = storage.modified { fields in
-                if newValue.scheme != fields.scheme || newValue.authority != fields.authority
-                    || newValue.path != fields.path
-                {
+                if moved {
+                    fields.target = .explicit(
+                        scheme: newValue.scheme,
+                        authority: newValue.authority,
+                        path: newValue.path
+                    )
                     fields.urlString = Self.joined(
                         scheme: newValue.scheme ?? "http",
                         authority: newValue.authority ?? "",
@@ -113,9 +146,6 @@ public struct TransportRequest: Sendable {
                     )
                 }
                 fields.method = newValue.method
-                fields.scheme = newValue.scheme
-                fields.authority = newValue.authority
-                fields.path = newValue.path
                 fields.extendedConnectProtocol = newValue.extendedConnectProtocol
                 fields.headerFields = newValue.headerFields
             }
@@ -146,7 +176,12 @@ public struct TransportRequest: Sendable {
     public var urlString: String { storage.value.urlString }
 
     /// Whether the request goes over TLS (`https`).
-    var isSecure: Bool { storage.value.scheme == "https" }
+    var isSecure: Bool {
+        switch storage.value.target {
+        case .parsed(let isHTTPS, _): isHTTPS
+        case .explicit(let scheme, _, _): scheme == "https"
+        }
+    }
 
     private static func joined(scheme: String, authority: String, path: String) -> String {
         var url = String()
@@ -160,7 +195,7 @@ public struct TransportRequest: Sendable {
 
     /// The host the request goes to (without port or IPv6 brackets), for reachability.
     public var host: String {
-        var authority = Substring(storage.value.authority ?? "")
+        var authority = Substring(self.authority ?? "")
         if authority.hasPrefix("[") {
             authority = authority.dropFirst()
             if let close = authority.firstIndex(of: "]") { authority = authority[..<close] }
@@ -201,17 +236,15 @@ public struct TransportRequest: Sendable {
     ) throws(TransportError) {
         let parts = try URLValidator.parse(url)
         try Self.checkFraming(headerFields)
+        let (urlString, authorityEnd) = parts.canonical(url)
         self.storage = SharedValue(
             Fields(
                 method: method,
-                scheme: parts.scheme,
-                authority: parts.authority,
-                path: parts.pathAndQuery,
+                target: .parsed(isHTTPS: parts.isHTTPS, authorityEnd: authorityEnd),
                 headerFields: headerFields,
                 body: body,
                 options: options,
-                urlString: parts.isCanonical
-                    ? url : Self.joined(scheme: parts.scheme, authority: parts.authority, path: parts.pathAndQuery)
+                urlString: urlString
             )
         )
     }

@@ -4,13 +4,52 @@
 /// user information (`user:password@`) and percent-encoded bytes in the host are refused: each is a
 /// way to make the client and a server disagree about where a request goes.
 enum URLValidator {
+    /// Where the parts of a URL are, as UTF-8 offsets into the string that was parsed: no part is
+    /// copied into a string of its own until asked for.
     struct Parts {
-        var scheme: String
-        var authority: String
-        var pathAndQuery: String
-        /// Whether the input is already `scheme://authority` + `pathAndQuery` byte for byte
+        var isHTTPS: Bool
+        /// The authority (host and port).
+        var authority: Range<Int>
+        /// The path and query, without the fragment; empty or starting with `?` when the URL has no
+        /// path (``pathAndQuery(in:)`` then puts a `/` in front).
+        var path: Range<Int>
+        /// Whether the input is already `scheme://authority` + path and query byte for byte
         /// (lowercase scheme, no fragment, a path present), so it can be used as is.
         var isCanonical: Bool
+
+        /// `http` or `https`.
+        var scheme: String { isHTTPS ? "https" : "http" }
+        /// The authority, from the string that was parsed.
+        func authority(in url: String) -> String { URLValidator.slice(url, authority) }
+
+        /// The path and query (with a leading `/`), from the string that was parsed.
+        func pathAndQuery(in url: String) -> String {
+            let path = URLValidator.slice(url, self.path)
+            return path.hasPrefix("/") ? path : "/" + path
+        }
+
+        /// The canonical URL string (`url` itself when it already is one) and the UTF-8 offset where
+        /// its authority ends and its path begins.
+        func canonical(_ url: String) -> (url: String, authorityEnd: Int) {
+            if isCanonical { return (url, authority.upperBound) }
+            let authority = self.authority(in: url)
+            var canonical = String()
+            canonical.reserveCapacity(scheme.utf8.count + 4 + authority.utf8.count + path.count)
+            canonical += scheme
+            canonical += "://"
+            canonical += authority
+            let authorityEnd = canonical.utf8.count
+            canonical += pathAndQuery(in: url)
+            return (canonical, authorityEnd)
+        }
+    }
+
+    /// The bytes at UTF-8 offsets `range` of `text`, as a string.
+    static func slice(_ text: String, _ range: Range<Int>) -> String {
+        let utf8 = text.utf8
+        let start = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
+        let end = utf8.index(start, offsetBy: range.count)
+        return String(Substring(utf8[start..<end]))
     }
 
     static func parse(_ url: String) throws(TransportError) -> Parts {
@@ -31,11 +70,10 @@ enum URLValidator {
         case .failure(let error): return .failure(error)
         }
         let colon: Int
-        let scheme: String
         if count > 4 && bytes[4] == UInt8(ascii: ":") && matches(bytes, at: 0, "http") {
-            (colon, scheme) = (4, "http")
+            colon = 4
         } else if count > 5 && bytes[5] == UInt8(ascii: ":") && matches(bytes, at: 0, "https") {
-            (colon, scheme) = (5, "https")
+            colon = 5
         } else {
             guard let found = bytes.firstIndex(of: UInt8(ascii: ":")), found > 0 else { return invalid("no scheme") }
             let name = String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<found]), as: UTF8.self)
@@ -89,20 +127,17 @@ enum URLValidator {
         }
         if hostEnd == authorityStart { return invalid("no host") }
         let end = fragment  // fragments are never sent
-        let authority = String(
-            decoding: UnsafeBufferPointer(rebasing: bytes[authorityStart..<authorityEnd]),
-            as: UTF8.self
-        )
-        var pathAndQuery = String(decoding: UnsafeBufferPointer(rebasing: bytes[authorityEnd..<end]), as: UTF8.self)
-        var isCanonical =
-            end == count && bytes[0] == UInt8(ascii: "h") && bytes[colon - 1] != UInt8(ascii: "S")
+        let hasPath = authorityEnd < end && bytes[authorityEnd] == UInt8(ascii: "/")
+        let isCanonical =
+            hasPath && end == count && bytes[0] == UInt8(ascii: "h") && bytes[colon - 1] != UInt8(ascii: "S")
             && bytes[1] == UInt8(ascii: "t") && bytes[2] == UInt8(ascii: "t") && bytes[3] == UInt8(ascii: "p")
-        if authorityEnd == end || bytes[authorityEnd] == UInt8(ascii: "?") {
-            pathAndQuery = "/" + pathAndQuery
-            isCanonical = false
-        }
         return .success(
-            Parts(scheme: scheme, authority: authority, pathAndQuery: pathAndQuery, isCanonical: isCanonical)
+            Parts(
+                isHTTPS: colon == 5,
+                authority: authorityStart..<authorityEnd,
+                path: authorityEnd..<end,
+                isCanonical: isCanonical
+            )
         )
     }
 

@@ -128,6 +128,16 @@ struct CurlTransportSafetyTests {
         #expect(request.urlString == "https://Example.com:8443/?q=1")
         let ipv6 = try TransportRequest(method: .get, url: "http://[::1]:8080/a/b")
         #expect(ipv6.head.authority == "[::1]:8080")
+        #expect(ipv6.host == "::1")
+        let long = try TransportRequest(
+            method: .get,
+            url: "https://api.example-service.test:8443/v1/users/12345?include=profile&fields=a,b"
+        )
+        #expect(long.head.scheme == "https")
+        #expect(long.head.authority == "api.example-service.test:8443")
+        #expect(long.head.path == "/v1/users/12345?include=profile&fields=a,b")
+        #expect(long.host == "api.example-service.test")
+        #expect(long.urlString == "https://api.example-service.test:8443/v1/users/12345?include=profile&fields=a,b")
     }
 
     @Test(

@@ -728,10 +728,10 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
         let crossesOrigin =
             head.scheme != parts.scheme
             || Self.normalizedAuthority(head.authority ?? "", scheme: head.scheme ?? "http")
-                != Self.normalizedAuthority(parts.authority, scheme: parts.scheme)
+                != Self.normalizedAuthority(parts.authority(in: location), scheme: parts.scheme)
         head.scheme = parts.scheme
-        head.authority = parts.authority
-        head.path = parts.pathAndQuery
+        head.authority = parts.authority(in: location)
+        head.path = parts.pathAndQuery(in: location)
         var body = old.body
         let becomesGET =
             status == 303 ? head.method != .head : ((status == 301 || status == 302) && head.method == .post)
