@@ -604,8 +604,9 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
         transfer.resetForHop()
         easy.errorBuffer[0] = 0
         let request = transfer.request
+        let options = request.options
         transfer.url = request.urlString
-        transfer.limit = request.options.maxResponseSize ?? configuration.maxResponseSize
+        transfer.limit = options.maxResponseSize ?? configuration.maxResponseSize
         let header: CurlHeaderLines
         let method: EasyHandle.Method
         do {
@@ -619,9 +620,9 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
         // After a network change, connections opened before it may be dead (libcurl would find out
         // only by failing a request on one): see `CurlTransport.networkDidChange()`.
         let (freshAfterChange, maxLifetime) = connectionLimitsAfterNetworkChange()
-        let options = EasyHandle.TransferOptions(
+        let settings = EasyHandle.TransferOptions(
             url: transfer.url,
-            timeoutMilliseconds: (request.options.timeout ?? configuration.requestTimeout).map {
+            timeoutMilliseconds: (options.timeout ?? configuration.requestTimeout).map {
                 max(1, $0.milliseconds)
             } ?? 0,
             maxFileSize: transfer.limit,
@@ -631,18 +632,18 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the res
             proxy: secure ? constantStrings.httpsProxy : constantStrings.httpProxy,
             // A request that is not safe to repeat never rides a reused connection: libcurl would
             // silently re-send it if that connection turned out to be closed.
-            freshConnect: !request.isIdempotent || request.options.requiresFreshConnection || freshAfterChange,
+            freshConnect: !request.isIdempotent || options.requiresFreshConnection || freshAfterChange,
             maxConnectionAge: maxLifetime,
-            noProgress: request.options.progress == nil,
+            noProgress: options.progress == nil,
             method: method,
             headerLines: header.lines
         )
-        guard easy.apply(options) else {
+        guard easy.apply(settings) else {
             return TransportError(.other, message: "libcurl refused a transfer option (out of memory)")
         }
 
         // Response destination.
-        if case .file(let path) = request.options.destination {
+        if case .file(let path) = options.destination {
             let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             if descriptor < 0 {
                 return TransportError(
