@@ -103,11 +103,20 @@ public final class RequestLifecycle: Sendable {
 
     /// Marks the request finished. Returns `false` when it had been cancelled.
     func complete() -> Bool {
-        storage.withLock {
-            $0.task = nil
-            if $0.state == .cancelled { return false }
-            $0.state = .completed
-            return true
+        completeCountingRetries().completed
+    }
+
+    /// ``complete()``, and the retries made, under one lock. The finished transfer is released
+    /// after the lock.
+    func completeCountingRetries() -> (completed: Bool, retries: Int) {
+        // The task comes out of the lock so that releasing it (and the transfer) happens after it.
+        let (_, completed, retries) = storage.withLock { storage -> (TransportTask?, Bool, Int) in
+            let finished = storage.task
+            storage.task = nil
+            if storage.state == .cancelled { return (finished, false, storage.retryCount) }
+            storage.state = .completed
+            return (finished, true, storage.retryCount)
         }
+        return (completed, retries)
     }
 }

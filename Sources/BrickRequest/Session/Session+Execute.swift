@@ -300,11 +300,12 @@ extension Session {
         prepared: PreparedRequest,
         lifecycle: RequestLifecycle
     ) -> Bool {
-        if lifecycle.isCancelled { return false }
+        let retryable: Bool
         switch result {
-        case .success(let response): return prepared.retry.retryableStatusCodes.contains(response.status.code)
-        case .failure(let error): return error.kind != .cancelled && error.kind != .shutdown
+        case .success(let response): retryable = prepared.retry.retryableStatusCodes.contains(response.status.code)
+        case .failure(let error): retryable = error.kind != .cancelled && error.kind != .shutdown
         }
+        return retryable && !lifecycle.isCancelled  // the lock only when it matters
     }
 
     /// `failWhenNotReachable`: fail at once, without sending, when the destination has no route.
@@ -425,9 +426,9 @@ extension Session {
         result: Result<TransportResponse, TransportError>,
         lifecycle: RequestLifecycle
     ) -> Outcome {
-        let wasCancelled = !lifecycle.complete()
+        let (completed, retries) = lifecycle.completeCountingRetries()
+        let wasCancelled = !completed
         for monitor in eventMonitors { monitor.request(request, didCompleteWith: result) }
-        let retries = lifecycle.retryCount
         switch result {
         case .failure(let error):
             let brickError =
