@@ -33,11 +33,30 @@ extension Result {
 /// The calling thread, as a number that can be compared across threads.
 func currentThreadID() -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(bitPattern: pthread_self()))) }
 
+/// A validated GET brick whose body is read as `Data`, on a session of the test's own, with
+/// optional header fields of its own.
+final class SessionGet: Component, GETRequestType, NonAutoRetryType, ValidatedResponseType, DataResponseType {
+    let urlString: String
+    let session: Session
+    let headers: [String: String]
+    init(url: String, session: Session, headers: [String: String] = [:]) {
+        self.urlString = url
+        self.session = session
+        self.headers = headers
+        super.init()
+    }
+}
+
+/// A transport with the default configuration changed by `configure`.
+func curlTransport(_ configure: (inout CurlTransport.Configuration) -> Void) -> CurlTransport {
+    var configuration = CurlTransport.Configuration()
+    configure(&configuration)
+    return CurlTransport(configuration: configuration)
+}
+
 /// A transport whose standby thread takes the I/O over after `stallLimit`.
 func curlTransport(stallLimit: Duration) -> CurlTransport {
-    var configuration = CurlTransport.Configuration()
-    configuration.stallLimit = stallLimit
-    return CurlTransport(configuration: configuration)
+    curlTransport { $0.stallLimit = stallLimit }
 }
 
 /// The thread on which `transport` runs its completions right now.

@@ -38,19 +38,11 @@ struct CapturingLogHandler: LogHandler {
     }
 }
 
-final class LoggedGet: Component, GETRequestType, NonAutoRetryType, ValidatedResponseType, DataResponseType {
-    let session: Session
-    let urlString: String
-    var headers: [String: String] { ["Authorization": "Bearer secret-token"] }
-    init(session: Session, url: String) {
-        self.session = session
-        self.urlString = url
-        super.init()
-    }
-}
-
 @Suite("Session logging")
 struct LoggingTests {
+    /// Sent with every request; its value must never reach the log.
+    static let credentials = ["Authorization": "Bearer secret-token"]
+
     private func session(level: Logger.Level, records: LogRecords) -> Session {
         Session(logger: Logger(label: "test") { _ in CapturingLogHandler(records: records, logLevel: level) })
     }
@@ -60,9 +52,14 @@ struct LoggingTests {
         try await withServer { server in
             let records = LogRecords()
             let session = session(level: .debug, records: records)
-            let ok = await LoggedGet(session: session, url: server.baseURL + "/status/200").response()
+            let ok = await SessionGet(url: server.baseURL + "/status/200", session: session, headers: Self.credentials)
+                .response()
             #expect(ok.status == .ok)
-            let refused = await LoggedGet(session: session, url: "http://127.0.0.1:1/closed").response()
+            let refused = await SessionGet(
+                url: "http://127.0.0.1:1/closed",
+                session: session,
+                headers: Self.credentials
+            ).response()
             #expect(refused.error != nil)
             let logged = records.all
             // (The retry engine logs its decision on a failure too, even when it may not retry.)
@@ -87,10 +84,12 @@ struct LoggingTests {
         try await withServer { server in
             let records = LogRecords()
             let session = session(level: .info, records: records)
-            let ok = await LoggedGet(session: session, url: server.baseURL + "/status/200").response()
+            let ok = await SessionGet(url: server.baseURL + "/status/200", session: session, headers: Self.credentials)
+                .response()
             #expect(ok.status == .ok)
             #expect(records.all.isEmpty)
-            _ = await LoggedGet(session: session, url: "http://127.0.0.1:1/closed").response()
+            _ = await SessionGet(url: "http://127.0.0.1:1/closed", session: session, headers: Self.credentials)
+                .response()
             #expect(records.all.map(\.message) == ["request failed"])
         }
     }

@@ -66,9 +66,7 @@ struct CurlTransportConnectionTests {
     @Test("connection limits per host are honoured")
     func perHostLimit() async throws {
         try await withServer { server in
-            var configuration = CurlTransport.Configuration()
-            configuration.maxConnectionsPerHost = 2
-            let transport = CurlTransport(configuration: configuration)
+            let transport = curlTransport { $0.maxConnectionsPerHost = 2 }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<10 {
                     let request = try get(server.baseURL + "/delay/0.1")
@@ -84,9 +82,7 @@ struct CurlTransportConnectionTests {
     @Test("total connection limit is honoured")
     func totalLimit() async throws {
         try await withServer { server in
-            var configuration = CurlTransport.Configuration()
-            configuration.maxConnections = 3
-            let transport = CurlTransport(configuration: configuration)
+            let transport = curlTransport { $0.maxConnections = 3 }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<12 {
                     let request = try get(server.baseURL + "/delay/0.1")
@@ -233,9 +229,7 @@ struct CurlTransportConnectionTests {
     )
     func handOffChain(spin: Duration) async throws {
         try await withServer { server in
-            var configuration = CurlTransport.Configuration()
-            configuration.handOffSpin = spin
-            let transport = CurlTransport(configuration: configuration)
+            let transport = curlTransport { $0.handOffSpin = spin }
             let request = try get(server.baseURL + "/bytes/16")
             let handOff = DispatchQueue(label: "hand-off")
             let results = ResultsBox()
@@ -283,9 +277,7 @@ struct CurlTransportConnectionTests {
     @Test("cancelling 1,000 in-flight requests leaves no transfers, handles or sockets behind")
     func cancelThousand() async throws {
         try await withServer { server in
-            var configuration = CurlTransport.Configuration()
-            configuration.maxIdleHandles = 0
-            let transport = CurlTransport(configuration: configuration)
+            let transport = curlTransport { $0.maxIdleHandles = 0 }
             server.script("/stall", Array(repeating: .stall, count: 1000))
             let results = ResultsBox()
             var tasks: [TransportTask] = []
@@ -310,9 +302,7 @@ struct CurlTransportProxyTests {
     @Test("requests go through a configured proxy, in absolute form, without resolving the host")
     func proxy() async throws {
         try await withServer { proxy in
-            var configuration = CurlTransport.Configuration()
-            configuration.proxy = .url(proxy.baseURL)
-            let transport = CurlTransport(configuration: configuration)
+            let transport = curlTransport { $0.proxy = .url(proxy.baseURL) }
             proxy.script("http://brick.invalid/resource", [.ok("via proxy")])
             let response = try await transport.send(try get("http://brick.invalid/resource?q=1"))
             #expect(response.status == .ok)
@@ -340,9 +330,7 @@ struct HandleReuseTests {
     @Test("method, body, headers, timeout and progress of one request never leak into the next")
     func noLeaks() async throws {
         try await withServer { server in
-            var configuration = CurlTransport.Configuration()
-            configuration.maxIdleHandles = 1
-            let transport = CurlTransport(configuration: configuration)
+            let transport = curlTransport { $0.maxIdleHandles = 1 }
             let progressCalls = Delivered<Int64>()
             let sequence: [TransportRequest] = [
                 try TransportRequest(
@@ -407,9 +395,7 @@ struct HandleReuseTests {
     @Test("a per-request timeout and a response size limit apply to their own request only")
     func limitsDoNotLeak() async throws {
         try await withServer { server in
-            var configuration = CurlTransport.Configuration()
-            configuration.maxIdleHandles = 1
-            let transport = CurlTransport(configuration: configuration)
+            let transport = curlTransport { $0.maxIdleHandles = 1 }
             let slow = try TransportRequest(
                 method: .get,
                 url: server.baseURL + "/delay/0.5",

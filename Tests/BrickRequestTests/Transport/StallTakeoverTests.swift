@@ -5,17 +5,6 @@ import Foundation
 import Synchronization
 import Testing
 
-/// A GET brick whose body is read as `Data`, on a session of the test's own.
-final class TakeoverGet: Component, GETRequestType, NonAutoRetryType, ValidatedResponseType, DataResponseType {
-    let urlString: String
-    let session: Session
-    init(url: String, session: Session) {
-        self.urlString = url
-        self.session = session
-        super.init()
-    }
-}
-
 /// Runs `count` requests of `session` one after another, each started by the previous handler;
 /// returns the thread each handler ran on.
 private func chainedHandlerThreads(_ url: String, _ session: Session, count: Int) async -> [UInt] {
@@ -29,7 +18,7 @@ private func chainedHandlerThreads(_ url: String, _ session: Session, count: Int
             (self.url, self.session, self.count, self.done) = (url, session, count, done)
         }
         func next() {
-            TakeoverGet(url: url, session: session).response { [self] response in
+            SessionGet(url: url, session: session).response { [self] response in
                 #expect(response.error == nil)
                 let finished = threads.withLock {
                     $0.append(currentThreadID())
@@ -96,7 +85,7 @@ struct StallTakeoverTests {
             // The handler waits for a request that only the transport's I/O can complete. Without a
             // takeover, the I/O would be stuck behind the handler and the wait would time out.
             let waited = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                TakeoverGet(url: url, session: session).response { response in
+                SessionGet(url: url, session: session).response { response in
                     #expect(response.error == nil)
                     let other = DispatchSemaphore(value: 0)
                     _ = transport.start(request) { result in
@@ -124,7 +113,7 @@ struct StallTakeoverTests {
             let total = 60
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 for index in 0..<total {
-                    TakeoverGet(url: url, session: session).response { response in
+                    SessionGet(url: url, session: session).response { response in
                         #expect(response.value?.count == 32)
                         if inside.add(1, ordering: .sequentiallyConsistent).newValue != 1 {
                             overlaps.add(1, ordering: .relaxed)
@@ -221,7 +210,7 @@ struct StallTakeoverStressTests {
             // Handlers through the session's default queue: a third of them block for 1–3 ms.
             async let handlers: Void = withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 for index in 0..<total {
-                    TakeoverGet(url: url, session: session).response { response in
+                    SessionGet(url: url, session: session).response { response in
                         #expect(response.value?.count == 64)
                         if inside.add(1, ordering: .sequentiallyConsistent).newValue != 1 {
                             overlaps.add(1, ordering: .relaxed)

@@ -20,10 +20,11 @@ import Synchronization
 /// changes hands through one atomic compare-and-exchange (acquire/release), so the driver state is
 /// handed over complete; the old leader touches none of it afterwards.
 ///
-/// `@unchecked Sendable`: `inbox` is guarded by its `Mutex`; the multi handle, the easy handles and
-/// every other mutable field are touched only by the thread holding the lease (`curl_multi_wakeup`,
-/// documented as callable from any thread, is the one exception).
-final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex; the rest by the lease holder only
+/// `@unchecked Sendable`: `inbox` is guarded by its `Mutex` and the diagnostic counts are atomics;
+/// the multi handle, the easy handles and every other mutable field are touched only by the thread
+/// holding the lease (`curl_multi_wakeup`, documented as callable from any thread, is the one
+/// exception).
+final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts atomic; the rest by the lease holder only
     enum Command {
         case start(Transfer)
         case cancel(Transfer)
