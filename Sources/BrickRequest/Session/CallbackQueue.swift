@@ -68,15 +68,17 @@ final class CallbackDispatcher: Sendable {
     }
 
     private let queue: DispatchQueue?
-    /// Set when drains may run on the transport's thread.
-    private let transport: (any Transport)?
+    /// The transport's ``Transport/scheduleOnTransportThread(_:)``, set when drains may run on its
+    /// thread (a closure: calling it costs less than copying the transport's existential).
+    private let scheduleOnTransportThread: (@Sendable (@escaping @Sendable () -> Void) -> Bool)?
     private let pending = Mutex(Pending())
 
     init(_ callbackQueue: CallbackQueue, transport: any Transport) {
         switch callbackQueue.kind {
-        case .dispatch(let queue): (self.queue, self.transport) = (queue, nil)
-        case .serial(let queue): (self.queue, self.transport) = (queue, transport)
-        case .transportThread: (self.queue, self.transport) = (nil, nil)
+        case .dispatch(let queue): (self.queue, scheduleOnTransportThread) = (queue, nil)
+        case .serial(let queue):
+            (self.queue, scheduleOnTransportThread) = (queue, { transport.scheduleOnTransportThread($0) })
+        case .transportThread: (self.queue, scheduleOnTransportThread) = (nil, nil)
         }
     }
 
@@ -100,7 +102,7 @@ final class CallbackDispatcher: Sendable {
             return !pending.scheduled
         }
         if schedule {
-            if let transport, transport.scheduleOnTransportThread({ self.drain() }) { return }
+            if let scheduleOnTransportThread, scheduleOnTransportThread({ self.drain() }) { return }
             queue.async { self.drain() }
         }
     }

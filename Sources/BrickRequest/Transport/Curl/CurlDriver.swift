@@ -434,7 +434,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
         }
         let response = TransportResponse(
             status: HTTPResponse.Status(code: min(max(status, 0), 999)),
-            rawHeaders: transfer.headerBytes,
+            rawHeaders: easy.headerBlock.bytes,
             body: transfer.fileDescriptor >= 0 ? nil : transfer.body.takeData(),
             bodyFile: transfer.fileDescriptor >= 0 ? destinationPath(transfer) : nil,
             metrics: metrics(easy, transfer),

@@ -13,6 +13,9 @@ final class EasyHandle {
     /// so a new transfer writes the cell instead of setting six options.
     let transferCell: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// The response header block of the running transfer's current hop, in a buffer the handle
+    /// keeps from one transfer to the next (no allocation per request).
+    @exclusivity(unchecked) var headerBlock = HeaderBlock()
     /// The per-transfer options as last set by ``apply(_:)``, valid while ``holdsApplied``: not
     /// before the first transfer, nor after a failed call, when nothing may be assumed.
     @exclusivity(unchecked) private var applied = TransferOptions(
@@ -44,6 +47,7 @@ final class EasyHandle {
         if let headerList { curl_slist_free_all(headerList) }
         errorBuffer.deallocate()
         transferCell.deallocate()
+        headerBlock.deallocate()
     }
 
     // MARK: - Per-transfer options
@@ -206,4 +210,43 @@ final class EasyHandle {
     var errorMessage: String {
         String(cString: errorBuffer)
     }
+}
+
+/// A growable byte buffer for a response's header block: appending each line to an array costs
+/// several times the copy itself, so the lines go here and ``bytes`` makes the array once.
+struct HeaderBlock {
+    private var storage = UnsafeMutablePointer<UInt8>.allocate(capacity: 512)
+    private var capacity = 512
+    private(set) var count = 0
+
+    /// Appends one header line.
+    mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
+        if count + bytes.count > capacity {
+            let larger = max(capacity * 2, count + bytes.count)
+            let fresh = UnsafeMutablePointer<UInt8>.allocate(capacity: larger)
+            fresh.update(from: storage, count: count)
+            storage.deallocate()
+            storage = fresh
+            capacity = larger
+        }
+        (storage + count).update(from: source, count: bytes.count)
+        count += bytes.count
+    }
+
+    /// Empties the block, keeping its buffer unless an unusually large block grew it.
+    mutating func removeAll() {
+        count = 0
+        if capacity > 16 * 1024 {
+            storage.deallocate()
+            storage = .allocate(capacity: 512)
+            capacity = 512
+        }
+    }
+
+    /// The block as an array: `Name: value\r\n` lines, status line excluded.
+    var bytes: [UInt8] { Array(UnsafeBufferPointer(start: storage, count: count)) }
+
+    /// Frees the buffer (the owner's `deinit`).
+    func deallocate() { storage.deallocate() }
 }

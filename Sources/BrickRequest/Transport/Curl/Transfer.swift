@@ -22,12 +22,7 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     /// Position in the driver's list of active transfers (swap-remove).
     @exclusivity(unchecked) var activeIndex = -1
 
-    // Response of the current hop.
-    /// The header block of the current hop, in a buffer of our own: appending each line to an
-    /// array costs several times the copy itself. ``headerBytes`` makes the array once.
-    @exclusivity(unchecked) private var headerStorage: UnsafeMutablePointer<UInt8>
-    @exclusivity(unchecked) private var headerCount = 0
-    @exclusivity(unchecked) private var headerCapacity = 512
+    // Response of the current hop (its header block is in the handle: ``EasyHandle/headerBlock``).
     @exclusivity(unchecked) var contentLength: Int64 = -1
     @exclusivity(unchecked) var body = BodyAccumulator()
     /// The URL of the current hop, rendered once.
@@ -59,11 +54,9 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
         self.request = request
         self.driver = driver
         self.completion = completion
-        headerStorage = .allocate(capacity: 512)
     }
 
     deinit {
-        headerStorage.deallocate()
         closeFiles()
         body.release()
     }
@@ -86,7 +79,7 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
 
     /// Clears what one hop received, before the first or a redirected hop starts.
     func resetForHop() {
-        headerCount = 0
+        easy?.headerBlock.removeAll()
         contentLength = -1
         body.release()
         received = 0
@@ -133,7 +126,7 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
         if count >= 5 && bytes[0] == UInt8(ascii: "H") && bytes[1] == UInt8(ascii: "T") && bytes[2] == UInt8(ascii: "T")
             && bytes[3] == UInt8(ascii: "P") && bytes[4] == UInt8(ascii: "/")
         {
-            headerCount = 0
+            easy.unsafelyUnwrapped.headerBlock.removeAll()
             contentLength = -1
             return count
         }
@@ -148,27 +141,8 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
             }
             contentLength = length
         }
-        appendHeader(bytes)
+        easy.unsafelyUnwrapped.headerBlock.append(bytes)
         return count
-    }
-
-    private func appendHeader(_ bytes: UnsafeBufferPointer<UInt8>) {
-        guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
-        if headerCount + bytes.count > headerCapacity {
-            let capacity = max(headerCapacity * 2, headerCount + bytes.count)
-            let larger = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
-            larger.update(from: headerStorage, count: headerCount)
-            headerStorage.deallocate()
-            headerStorage = larger
-            headerCapacity = capacity
-        }
-        (headerStorage + headerCount).update(from: source, count: bytes.count)
-        headerCount += bytes.count
-    }
-
-    /// The header block of the current hop (status line excluded), `Name: value\r\n` lines.
-    var headerBytes: [UInt8] {
-        Array(UnsafeBufferPointer(start: headerStorage, count: headerCount))
     }
 
     private static let contentLengthName: StaticString = "content-length:"
