@@ -303,7 +303,10 @@ extension Session {
     ) -> Bool {
         let retryable: Bool
         switch result {
-        case .success(let response): retryable = prepared.retry.retryableStatusCodes.contains(response.status.code)
+        case .success(let response):
+            // A status is retried or delivered, never parked: with no retries allowed, delivered.
+            retryable =
+                prepared.retry.maxRetryCount > 0 && prepared.retry.retryableStatusCodes.contains(response.status.code)
         case .failure(let error): retryable = error.kind != .cancelled && error.kind != .shutdown
         }
         return retryable && !lifecycle.isCancelled  // the lock only when it matters

@@ -235,6 +235,21 @@ struct CurlTransportSafetyTests {
             )
             let result = await transport.result(try get(server.baseURL + "/dup"))
             #expect(result.failure?.kind == .invalidResponse)
+            // Field names are case-insensitive; our own check (not libcurl's) says why.
+            server.script(
+                "/dup-case",
+                [.raw(Array("HTTP/1.1 200 OK\r\ncontent-LENGTH: 2\r\nCONTENT-length:5\r\n\r\nhello".utf8))]
+            )
+            let mixed = await transport.result(try get(server.baseURL + "/dup-case"))
+            #expect(mixed.failure?.kind == .invalidResponse)
+            #expect(mixed.failure?.message.contains("conflicting Content-Length") == true)
+            // The same length twice is not a conflict.
+            server.script(
+                "/same",
+                [.raw(Array("HTTP/1.1 200 OK\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\nhello".utf8))]
+            )
+            let same = await transport.result(try get(server.baseURL + "/same"))
+            #expect((try? same.get())?.body == Data("hello".utf8))
         }
     }
 

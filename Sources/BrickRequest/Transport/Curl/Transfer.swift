@@ -123,8 +123,9 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     func receiveHeader(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
         let count = bytes.count
         // A status line starts a new header block (1xx interim responses, or the final one).
-        if count >= 5 && bytes[0] == UInt8(ascii: "H") && bytes[1] == UInt8(ascii: "T") && bytes[2] == UInt8(ascii: "T")
-            && bytes[3] == UInt8(ascii: "P") && bytes[4] == UInt8(ascii: "/")
+        if count >= 5, let base = bytes.baseAddress,
+            UInt32(littleEndian: UnsafeRawPointer(base).loadUnaligned(as: UInt32.self)) == Self.httpWord,
+            bytes[4] == UInt8(ascii: "/")
         {
             easy.unsafelyUnwrapped.headerBlock.removeAll()
             contentLength = -1
@@ -145,16 +146,21 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
         return count
     }
 
-    private static let contentLengthName: StaticString = "content-length:"
+    /// `HTTP` as a little-endian word.
+    private static let httpWord: UInt32 = 0x5054_5448
+    /// `content-` and `-length:` (the name's bytes 0..<8 and 7..<15) as little-endian words.
+    private static let contentWord: UInt64 = 0x2d74_6e65_746e_6f63
+    private static let lengthWord: UInt64 = 0x3a68_7467_6e65_6c2d
 
     private static func contentLengthValue(_ line: UnsafeBufferPointer<UInt8>) -> Int64? {
-        let name = contentLengthName.utf8Start
-        let nameCount = contentLengthName.utf8CodeUnitCount
-        guard line.count > nameCount else { return nil }
-        // `|0x20` lower-cases letters and leaves '-' and ':' unchanged.
-        for index in 0..<nameCount where line[index] | 0x20 != name[index] {
-            return nil
-        }
+        let nameCount = 15  // "content-length:"
+        guard line.count > nameCount, let base = line.baseAddress else { return nil }
+        // Two word compares; `|0x20` lower-cases letters and leaves '-' and ':' unchanged.
+        let raw = UnsafeRawPointer(base)
+        let lower: UInt64 = 0x2020_2020_2020_2020
+        guard UInt64(littleEndian: raw.loadUnaligned(as: UInt64.self)) | lower == contentWord,
+            UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 7, as: UInt64.self)) | lower == lengthWord
+        else { return nil }
         var value: Int64 = 0
         var digits = 0
         for index in nameCount..<line.count {
