@@ -54,8 +54,8 @@ final class CallbackDispatcher: Sendable {
         case work(@Sendable () -> Void)
         case delivery(Exchange, Result<TransportResponse, TransportError>)
 
-        func run() {
-            switch self {
+        consuming func run() {
+            switch consume self {
             case .work(let work): work()
             case .delivery(let exchange, let result): exchange.deliver(result)
             }
@@ -87,17 +87,19 @@ final class CallbackDispatcher: Sendable {
     }
 
     /// Delivers `result` through `exchange` (``Exchange/deliver(_:)``).
-    func submit(_ exchange: Exchange, _ result: Result<TransportResponse, TransportError>) {
+    func submit(_ exchange: consuming Exchange, _ result: consuming Result<TransportResponse, TransportError>) {
         submit(.delivery(exchange, result))
     }
 
-    private func submit(_ item: Item) {
+    private func submit(_ item: consuming Item) {
         guard let queue else {
             item.run()
             return
         }
+        // Moved into the list, not copied (a copy of an item costs reference counting on its parts).
+        var item = Optional(item)
         let schedule = pending.withLock { pending -> Bool in
-            pending.items.append(item)
+            pending.items.append(item.take().unsafelyUnwrapped)
             defer { pending.scheduled = true }
             return !pending.scheduled
         }
@@ -115,8 +117,10 @@ final class CallbackDispatcher: Sendable {
                 if batch.isEmpty { pending.scheduled = false }
             }
             if batch.isEmpty { return }
-            for item in batch { item.run() }
-            batch.removeAll(keepingCapacity: true)
+            // Each item is moved out and run, in order (the list is reversed so that `popLast`,
+            // which moves, yields them first to last).
+            batch.reverse()
+            while let item = batch.popLast() { item.run() }
         }
     }
 }

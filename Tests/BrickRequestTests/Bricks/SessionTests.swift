@@ -59,6 +59,30 @@ struct SessionTests {
         #expect(response.error?.transportError?.message.contains("no stub for GET /users/1") == true)
     }
 
+    @Test("handlers run one at a time in completion order, also when many wait in one batch")
+    func handlerOrder() async throws {
+        let clock = ManualClock()
+        let stub = StubTransport(clock: clock)
+        stub.stub(.get, "/users/1", StubResponse.json(#"{"name":"Ada"}"#).delayed(by: .seconds(1)))
+        let queue = DispatchQueue(label: "handler-order")
+        let gate = DispatchSemaphore(value: 0)
+        queue.async { gate.wait() }  // holds the queue: every completion below joins one batch
+        let session = Session.testing(stub, configuration: .init(callbackQueue: .dispatch(queue)))
+        let order = Delivered<Int>()
+        for index in 0..<20 {
+            StubbedUser(session: session).response { response in
+                #expect(response.value?["name"].string == "Ada")
+                order.add(index)
+            }.resume()
+        }
+        // All twenty complete on this thread, in the order they were started.
+        clock.advance(by: .seconds(1))
+        #expect(order.count == 0)
+        gate.signal()
+        queue.sync {}
+        #expect(order.all == Array(0..<20))
+    }
+
     @Test("a delayed response waits for the ManualClock, not for real time")
     func manualClock() async throws {
         let clock = ManualClock()
