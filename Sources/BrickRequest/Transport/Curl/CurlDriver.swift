@@ -141,7 +141,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
 
     // MARK: - Submitting (any thread)
 
-    func submit(_ command: Command) {
+    func submit(_ command: consuming Command) {
         // After the loop stopped, even the driver thread goes through the inbox, which forwards
         // jobs (tasks resumed by the shutdown's completions) elsewhere. A start cannot arrive then:
         // the loop stops only when the last `CurlTransport` reference is gone.
@@ -149,18 +149,20 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
             local.append(command)
             return
         }
+        // Moved into the inbox, not copied.
+        var pending = Optional(command)
         let wake = inbox.withLock { inbox -> Bool? in
             if inbox.stopped { return nil }
-            inbox.commands.append(command)
+            inbox.commands.append(pending.take().unsafelyUnwrapped)
             defer { inbox.sleeping = false }
             return inbox.sleeping
         }
         guard let wake else {
             // The loop has ended: jobs and safe-point work still need somewhere to run (work handed
             // back by a leader that lost the lease just before the end runs here, on its thread).
-            switch command {
-            case .job(let job): Self.runElsewhere(job)
-            case .safePoint(let work): Self.run(work, on: nil)
+            switch pending.take() {
+            case .job(let job)?: Self.runElsewhere(job)
+            case .safePoint(let work)?: Self.run(work, on: nil)
             default: break
             }
             return
@@ -289,17 +291,22 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
         // Local first: a start submitted on this thread always precedes a cancel from elsewhere.
         while !local.isEmpty {
             swap(&local, &drained)
-            for command in drained { handle(command) }
-            drained.removeAll(keepingCapacity: true)
+            handleDrained()
         }
         inbox.withLock { swap(&$0.commands, &drained) }
-        for command in drained { handle(command) }
-        drained.removeAll(keepingCapacity: true)
+        handleDrained()
         while !local.isEmpty {
             swap(&local, &drained)
-            for command in drained { handle(command) }
-            drained.removeAll(keepingCapacity: true)
+            handleDrained()
         }
+    }
+
+    /// Handles the commands in `drained`, in order, and empties it. Each command is borrowed where
+    /// it lies (iterating `for command in drained` would copy each one); handling one appends only
+    /// to `local`, never to `drained`.
+    private func handleDrained() {
+        for index in drained.indices { handle(drained[index]) }
+        drained.removeAll(keepingCapacity: true)
     }
 
     private func handle(_ command: Command) {
