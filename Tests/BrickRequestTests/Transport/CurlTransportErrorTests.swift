@@ -68,6 +68,42 @@ struct CurlTransportErrorTests {
             server.script("/stall", [.stall])
             let result = await CurlTransport(configuration: configuration).result(try get(server.baseURL + "/stall"))
             #expect(result.failure?.kind == .timedOut)
+            #expect(result.failure?.message.contains("idle timeout") == true)
+            #expect(result.failure?.requestBytesSent == true)
+        }
+    }
+
+    @Test("idle timeout: a body that stalls midway fails; a slow but steady one does not")
+    func idleTimeoutMidBody() async throws {
+        try await withServer { server in
+            let transport = curlTransport { $0.idleTimeout = .milliseconds(400) }
+            // One byte every 100 ms: slow, never idle for 400 ms.
+            let steady = await transport.result(try get(server.baseURL + "/drip?numbytes=8&duration=0.8"))
+            #expect((try? steady.get())?.body == Data(repeating: UInt8(ascii: "*"), count: 8))
+            // Headers at once, then a byte every second: idle after the headers.
+            let stalled = await transport.result(try get(server.baseURL + "/drip?numbytes=3&duration=3"))
+            #expect(stalled.failure?.kind == .timedOut)
+            #expect(stalled.failure?.message.contains("idle timeout") == true)
+        }
+    }
+
+    @Test("idle timeout: waiting for a free connection is not idleness")
+    func idleTimeoutWhileQueued() async throws {
+        try await withServer { server in
+            let transport = curlTransport {
+                $0.idleTimeout = .milliseconds(300)
+                $0.maxConnectionsPerHost = 1
+            }
+            // The first holds the only connection for about a second, moving a byte every 100 ms;
+            // the second waits for it far longer than the idle timeout, then succeeds.
+            let dripping = try get(server.baseURL + "/drip?numbytes=10&duration=1")
+            let first = Task { await transport.result(dripping) }
+            while server.requests.isEmpty { try await Task.sleep(for: .milliseconds(1)) }
+            let queued = await transport.result(try get(server.baseURL + "/get"))
+            let slow = await first.value
+            #expect((try? slow.get())?.body?.count == 10)
+            #expect((try? queued.get())?.status == .ok)
+            #expect(server.connectionCount == 1)
         }
     }
 

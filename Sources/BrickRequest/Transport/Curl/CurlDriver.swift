@@ -62,6 +62,11 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
     private let submissions = Atomic<UInt64>(0)
     /// ``CurlTransport/Configuration/handOffSpin`` in nanoseconds.
     private let spinNanoseconds: UInt64
+    /// ``CurlTransport/Configuration/idleTimeout`` in nanoseconds (0: none), how often transfers
+    /// are checked against it, and the longest sleep in `curl_multi_poll` that keeps that pace.
+    private let idleNanoseconds: UInt64
+    private let idleCheckNanoseconds: UInt64
+    private let pollMilliseconds: Int32
     private let multi: UnsafeMutableRawPointer
     private let configuration: CurlTransport.Configuration
     /// C strings set on every transfer, converted once (libcurl copies them).
@@ -91,12 +96,19 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
     @exclusivity(unchecked) private var deferred: [SafePointWork] = []
     @exclusivity(unchecked) private var spareDeferred: [SafePointWork] = []
     @exclusivity(unchecked) private var workSequence: UInt64 = 0
+    /// When active transfers are next checked for idleness (``monotonicNanoseconds()``).
+    @exclusivity(unchecked) private var nextIdleCheck: UInt64 = 0
 
     init(configuration: CurlTransport.Configuration, proxy: ResolvedProxy) {
         CurlGlobal.initialize()
         self.configuration = configuration
         self.constantStrings = ConstantStrings(proxy: proxy, userAgent: configuration.userAgent)
         self.spinNanoseconds = configuration.handOffSpin.nanoseconds(atMostSeconds: 1)
+        // Checked about four times per timeout, at most once a second and at least every 10 ms.
+        let idle = configuration.idleTimeout.map { max($0.nanoseconds(atMostSeconds: 1 << 30), 1) } ?? 0
+        self.idleNanoseconds = idle
+        self.idleCheckNanoseconds = min(max(idle / 4, 10_000_000), 1_000_000_000)
+        self.pollMilliseconds = idle > 0 ? Int32(idleCheckNanoseconds / 1_000_000) : 1000
         let limit = configuration.stallLimit.nanoseconds(atMostSeconds: 10)
         self.standby = limit > 0 ? Standby(tickNanoseconds: max(limit, 100_000)) : nil
         self.multi = curl_multi_init()!
@@ -218,7 +230,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
                 continue
             }
             curl_multi_perform(multi, &runningHandles)
-            let handedOff = readCompletions()
+            var handedOff = readCompletions()
+            if idleNanoseconds > 0 && !active.isEmpty { handedOff = failIdleTransfers() || handedOff }
             if !local.isEmpty || !deferred.isEmpty { continue }
             if handedOff && active.isEmpty && spinNanoseconds > 0 && awaitFollowUp() { continue }
             let sleep = inbox.withLock { inbox -> Bool in
@@ -233,7 +246,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
                     trimIdleHandles()
                     publishStatistics()
                 }
-                curl_multi_poll(multi, nil, 0, 1000, nil)
+                curl_multi_poll(multi, nil, 0, pollMilliseconds, nil)
                 inbox.withLock { $0.sleeping = false }
             }
         }
@@ -384,6 +397,44 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
             delivered = true
         }
         return delivered
+    }
+
+    /// Fails the transfers that moved no byte for ``idleNanoseconds`` once their request was on its
+    /// way (time spent waiting for a connection or connecting does not count: the connect timeout
+    /// covers it). Checks every ``idleCheckNanoseconds``; returns whether it failed any.
+    ///
+    /// libcurl's own low-speed check (`CURLOPT_LOW_SPEED_*`) would do this too, but it rearms a
+    /// timer on every transfer, which costs about 500 instructions per request; this costs a clock
+    /// read per loop round and a look at each active transfer a few times per timeout.
+    private func failIdleTransfers() -> Bool {
+        let now = Self.monotonicNanoseconds()
+        guard now >= nextIdleCheck else { return false }
+        nextIdleCheck = now &+ idleCheckNanoseconds
+        var failed = false
+        // Backwards: `finish` moves the last transfer into the finished one's place.
+        var index = active.count
+        while index > 0 {
+            index -= 1
+            let transfer = active[index]
+            guard let easy = transfer.easy else { continue }
+            if transfer.activity != transfer.activitySeen || transfer.quietSince == 0
+                || easy.offset(CURLINFO_PRETRANSFER_TIME_T) == 0
+            {
+                transfer.activitySeen = transfer.activity
+                transfer.quietSince = now
+                continue
+            }
+            guard now &- transfer.quietSince >= idleNanoseconds else { continue }
+            let seconds = Double(idleNanoseconds) / 1e9
+            let error = TransportError(
+                .timedOut,
+                message: "no data moved for \(seconds) s (idle timeout)",
+                requestBytesSent: easy.long(CURLINFO_REQUEST_SIZE) > 0 || transfer.bodyBytesSent > 0
+            )
+            finish(transfer, .failure(error))
+            failed = true
+        }
+        return failed
     }
 
     /// With nothing in flight after handing completions off, waits up to ``spinNanoseconds`` for
@@ -559,10 +610,6 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
         _ = ccurl_easy_setopt_seek_callback(easy.raw, CurlCallbacks.seek)
         _ = ccurl_easy_setopt_xferinfo_callback(easy.raw, CurlCallbacks.progress)
         easy.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds)
-        if let idle = configuration.idleTimeout {
-            easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
-            easy.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(idle.components.seconds)))
-        }
         if configuration.automaticDecompression {
             easy.set(CURLOPT_ACCEPT_ENCODING, pointer: constantStrings.acceptEncoding)
         }

@@ -11,8 +11,11 @@ extension CurlTransport {
         public var connectTimeout: Duration = .seconds(30)
         /// Limit for a whole request, or `nil` for none (the default; the idle timeout still applies).
         public var requestTimeout: Duration? = nil
-        /// A transfer that moves less than one byte per second for this long fails with
-        /// ``TransportError/Kind/timedOut``. Whole seconds; default 60 s; `nil` disables it.
+        /// A transfer that moves no byte, in either direction, for this long once its request is on
+        /// its way fails with ``TransportError/Kind/timedOut`` (waiting for a connection does not
+        /// count; ``connectTimeout`` covers connecting). Checked about four times per timeout, at
+        /// least every second, so a transfer fails within a quarter more than this. Default 60 s;
+        /// `nil` disables it.
         public var idleTimeout: Duration? = .seconds(60)
         /// Most connections open at once, or `nil` for no limit (the default).
         public var maxConnections: Int? = nil

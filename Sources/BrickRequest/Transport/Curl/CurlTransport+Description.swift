@@ -52,6 +52,7 @@ extension CurlTransport {
             arguments += ["--max-time", Self.seconds(timeout)]
         }
         if let idle = configuration.idleTimeout {
+            // The command line's nearest equivalent of the idle timeout (whole seconds).
             arguments += ["--speed-limit", "1", "--speed-time", String(max(1, idle.components.seconds))]
         }
         arguments += ["--max-filesize", String(request.options.maxResponseSize ?? configuration.maxResponseSize)]

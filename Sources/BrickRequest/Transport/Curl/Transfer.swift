@@ -42,6 +42,13 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     @exclusivity(unchecked) var bodyLength: Int64 = 0
     @exclusivity(unchecked) var bodyBytesSent: Int64 = 0
 
+    // Idleness (see `CurlDriver.failIdleTransfers()`).
+    /// Bytes moved so far in either direction, headers included; never reset.
+    @exclusivity(unchecked) var activity: Int64 = 0
+    /// ``activity`` at the last idle check, and since when it has not changed (0: not yet seen).
+    @exclusivity(unchecked) var activitySeen: Int64 = 0
+    @exclusivity(unchecked) var quietSince: UInt64 = 0
+
     // Redirects.
     @exclusivity(unchecked) var redirectCount = 0
     @exclusivity(unchecked) var strippedCredentials = false
@@ -122,6 +129,7 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
 
     func receiveHeader(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
         let count = bytes.count
+        activity &+= Int64(count)
         // A status line starts a new header block (1xx interim responses, or the final one).
         if count >= 5, let base = bytes.baseAddress,
             UInt32(littleEndian: UnsafeRawPointer(base).loadUnaligned(as: UInt32.self)) == Self.httpWord,
@@ -181,6 +189,7 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     // MARK: - Response body
 
     func receiveBody(_ pointer: UnsafeMutablePointer<CChar>, _ count: Int) -> Int {
+        activity &+= Int64(count)
         if !sawBody {
             sawBody = true
             discardingBody = willFollowRedirect()
@@ -293,6 +302,7 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
             }
         }
         bodyBytesSent += Int64(filled)
+        activity &+= Int64(filled)
         return filled
     }
 
