@@ -76,12 +76,12 @@ struct CurlTransportErrorTests {
     @Test("idle timeout: a body that stalls midway fails; a slow but steady one does not")
     func idleTimeoutMidBody() async throws {
         try await withServer { server in
-            let transport = curlTransport { $0.idleTimeout = .milliseconds(400) }
-            // One byte every 100 ms: slow, never idle for 400 ms.
+            let transport = curlTransport { $0.idleTimeout = .milliseconds(600) }
+            // One byte every 100 ms: slow, never idle for 600 ms.
             let steady = await transport.result(try get(server.baseURL + "/drip?numbytes=8&duration=0.8"))
             #expect((try? steady.get())?.body == Data(repeating: UInt8(ascii: "*"), count: 8))
-            // Headers at once, then a byte every second: idle after the headers.
-            let stalled = await transport.result(try get(server.baseURL + "/drip?numbytes=3&duration=3"))
+            // Headers at once, then a byte every two seconds: idle after the headers.
+            let stalled = await transport.result(try get(server.baseURL + "/drip?numbytes=2&duration=4"))
             #expect(stalled.failure?.kind == .timedOut)
             #expect(stalled.failure?.message.contains("idle timeout") == true)
         }
@@ -91,7 +91,7 @@ struct CurlTransportErrorTests {
     func idleTimeoutWhileQueued() async throws {
         try await withServer { server in
             let transport = curlTransport {
-                $0.idleTimeout = .milliseconds(300)
+                $0.idleTimeout = .milliseconds(500)
                 $0.maxConnectionsPerHost = 1
             }
             // The first holds the only connection for about a second, moving a byte every 100 ms;
