@@ -26,7 +26,7 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
         public static let cannotConnect = Kind("cannotConnect")
         /// The connection was reset or closed before a complete response arrived.
         public static let connectionReset = Kind("connectionReset")
-        /// A connect, whole-request or idle (low-speed) timeout expired.
+        /// A connect, whole-request or idle timeout expired.
         public static let timedOut = Kind("timedOut")
         /// TLS failed: handshake, certificate verification, or public-key pinning.
         public static let tls = Kind("tls")

@@ -10,7 +10,7 @@ import Foundation
 /// | 5 COULDNT_RESOLVE_PROXY | cannotResolveProxy | proxy name did not resolve |
 /// | 7 COULDNT_CONNECT, errno ENETUNREACH/EHOSTUNREACH/ENETDOWN | notConnected | no route: the network is down |
 /// | 7 COULDNT_CONNECT, other errno | cannotConnect | refused or no listener; nothing was sent |
-/// | 28 OPERATION_TIMEDOUT | timedOut | connect, whole-request or low-speed limit |
+/// | 28 OPERATION_TIMEDOUT | timedOut | connect or whole-request limit (the idle timeout is the driver's own) |
 /// | 35, 53, 54, 58, 59, 60, 64, 66, 77, 80, 82, 83, 90, 91 | tls | handshake, certificate, pin |
 /// | 18 PARTIAL_FILE, 52 GOT_NOTHING, 55 SEND_ERROR, 56 RECV_ERROR | connectionReset | connection lost mid-exchange |
 /// | 1 UNSUPPORTED_PROTOCOL, 8 WEIRD_SERVER_REPLY, 61 BAD_CONTENT_ENCODING, 16 HTTP2, 92 HTTP2_STREAM | invalidResponse | server broke the protocol |
