@@ -53,11 +53,14 @@ final class CallbackDispatcher: Sendable {
     private enum Item {
         case work(@Sendable () -> Void)
         case delivery(Exchange, Result<TransportResponse, TransportError>)
+        /// What a slot holds once its item has been taken out to run.
+        case nothing
 
         consuming func run() {
             switch consume self {
             case .work(let work): work()
             case .delivery(let exchange, let result): exchange.deliver(result)
+            case .nothing: break
             }
         }
     }
@@ -117,10 +120,17 @@ final class CallbackDispatcher: Sendable {
                 if batch.isEmpty { pending.scheduled = false }
             }
             if batch.isEmpty { return }
-            // Each item is moved out and run, in order (the list is reversed so that `popLast`,
-            // which moves, yields them first to last).
-            batch.reverse()
-            while let item = batch.popLast() { item.run() }
+            // Each item is moved out and run, in order; its slot gets a placeholder that costs
+            // nothing to destroy (iterating would copy every item, reversing would copy twice).
+            batch.withUnsafeMutableBufferPointer { items in
+                for index in items.indices {
+                    let slot = items.baseAddress.unsafelyUnwrapped + index
+                    let item = slot.move()
+                    slot.initialize(to: .nothing)
+                    item.run()
+                }
+            }
+            batch.removeAll(keepingCapacity: true)
         }
     }
 }
