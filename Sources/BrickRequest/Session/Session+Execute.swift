@@ -115,7 +115,7 @@ final class Exchange: Sendable {
     }
 
     /// Validates `result` and hands the outcome to the handler; on the callback queue.
-    func deliver(_ result: Result<TransportResponse, TransportError>) {
+    func deliver(_ result: consuming Result<TransportResponse, TransportError>) {
         handler(session.finish(prepared, request: request, result: result, lifecycle: lifecycle))
     }
 }
@@ -427,13 +427,14 @@ extension Session {
     func finish(
         _ prepared: PreparedRequest,
         request: TransportRequest,
-        result: Result<TransportResponse, TransportError>,
+        result: consuming Result<TransportResponse, TransportError>,
         lifecycle: RequestLifecycle
     ) -> Outcome {
         let (completed, retries) = lifecycle.completeCountingRetries()
         let wasCancelled = !completed
         for monitor in eventMonitors { monitor.request(request, didCompleteWith: result) }
-        switch result {
+        // Consumed: the response moves into the outcome instead of being copied.
+        switch consume result {
         case .failure(let error):
             let brickError =
                 wasCancelled || error.kind == .cancelled
