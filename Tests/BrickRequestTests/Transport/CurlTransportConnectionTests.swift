@@ -392,6 +392,25 @@ struct HandleReuseTests {
         }
     }
 
+    @Test("bodies of every size arrive whole on a reused handle: in its scratch buffer, pooled, or moved over")
+    func bodySizes() async throws {
+        try await withServer { server in
+            let transport = curlTransport { $0.maxIdleHandles = 1 }
+            // Announced lengths around the 4 KiB scratch buffer, then chunked bodies (no length)
+            // that stay in it or outgrow it, interleaved so each request follows a different one.
+            let paths: [(String, Int)] = [
+                ("/bytes/10", 10), ("/bytes/4096", 4096), ("/bytes/4097", 4097), ("/bytes/100", 100),
+                ("/stream-bytes/20000?chunk_size=3000", 20000), ("/stream-bytes/3000?chunk_size=700", 3000),
+                ("/bytes/65536", 65536), ("/stream-bytes/4096?chunk_size=1000", 4096), ("/bytes/1", 1),
+            ]
+            for (path, count) in paths {
+                let response = try await transport.send(try get(server.baseURL + path))
+                let expected = Data((0..<count).map { UInt8($0 % 256) })
+                #expect(response.body == expected, "\(path)")
+            }
+        }
+    }
+
     @Test("a per-request timeout and a response size limit apply to their own request only")
     func limitsDoNotLeak() async throws {
         try await withServer { server in

@@ -59,24 +59,42 @@ final class BodyBufferPool: Sendable {
     }
 }
 
-/// The growing body of one response, in a pooled buffer. Touched only by the driver's lease holder.
+/// The growing body of one response. It starts in the easy handle's scratch buffer (no
+/// allocation, no pool lock: most bodies are small) unless its announced length is larger; a body
+/// that outgrows the scratch buffer moves to a pooled one. Touched only by the driver's lease
+/// holder.
 struct BodyAccumulator {
     private(set) var count = 0
     private var buffer: UnsafeMutableRawPointer?
     private var capacity = 0
+    /// Whether `buffer` is the handle's scratch buffer (borrowed: never given to the pool).
+    private var borrowed = false
 
     /// Bodies up to this size are copied into exact-size `Data`; larger ones are handed over.
+    /// Also the size of an easy handle's scratch buffer.
     static let copyThreshold = 4096
+
+    /// Prepares for a body: `expected` is its announced length, if any; `scratch` is the handle's
+    /// buffer of ``copyThreshold`` bytes, used for a body that fits it.
+    mutating func start(expected: Int?, scratch: UnsafeMutableRawPointer) {
+        guard buffer == nil else { return }
+        if let expected, expected > Self.copyThreshold {
+            reserve(expected)
+        } else {
+            (buffer, capacity, borrowed) = (scratch, Self.copyThreshold, true)
+        }
+    }
 
     mutating func reserve(_ minimum: Int) {
         guard minimum > capacity else { return }
         let (fresh, freshCapacity) = BodyBufferPool.shared.take(minimum: minimum)
         if let buffer {
             fresh.copyMemory(from: buffer, byteCount: count)
-            BodyBufferPool.shared.give(buffer, capacity: capacity)
+            if !borrowed { BodyBufferPool.shared.give(buffer, capacity: capacity) }
         }
         buffer = fresh
         capacity = freshCapacity
+        borrowed = false
     }
 
     mutating func append(_ bytes: UnsafeRawPointer, _ length: Int) {
@@ -106,11 +124,12 @@ struct BodyAccumulator {
         )
     }
 
-    /// Gives the buffer back to the pool.
+    /// Gives a pooled buffer back (a borrowed one is just let go).
     mutating func release() {
-        if let buffer { BodyBufferPool.shared.give(buffer, capacity: capacity) }
+        if let buffer, !borrowed { BodyBufferPool.shared.give(buffer, capacity: capacity) }
         buffer = nil
         capacity = 0
         count = 0
+        borrowed = false
     }
 }

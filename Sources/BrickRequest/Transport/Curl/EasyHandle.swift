@@ -16,6 +16,9 @@ final class EasyHandle {
     /// The response header block of the running transfer's current hop, in a buffer the handle
     /// keeps from one transfer to the next (no allocation per request).
     @exclusivity(unchecked) var headerBlock = HeaderBlock()
+    /// Where a small response body accumulates (``BodyAccumulator``), kept from one transfer to
+    /// the next.
+    let bodyScratch = UnsafeMutableRawPointer.allocate(byteCount: BodyAccumulator.copyThreshold, alignment: 16)
     /// The per-transfer options as last set by ``apply(_:)``, valid while ``holdsApplied``: not
     /// before the first transfer, nor after a failed call, when nothing may be assumed.
     @exclusivity(unchecked) private var applied = TransferOptions(
@@ -48,6 +51,7 @@ final class EasyHandle {
         errorBuffer.deallocate()
         transferCell.deallocate()
         headerBlock.deallocate()
+        bodyScratch.deallocate()
     }
 
     // MARK: - Per-transfer options

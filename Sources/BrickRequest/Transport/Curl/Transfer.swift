@@ -193,8 +193,11 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
         if !sawBody {
             sawBody = true
             discardingBody = willFollowRedirect()
-            if !discardingBody, fileDescriptor < 0, contentLength > 0, contentLength <= limit {
-                body.reserve(Int(contentLength))
+            if !discardingBody, fileDescriptor < 0 {
+                body.start(
+                    expected: contentLength > 0 && contentLength <= limit ? Int(contentLength) : nil,
+                    scratch: easy.unsafelyUnwrapped.bodyScratch
+                )
             }
         }
         if discardingBody { return count }
