@@ -74,7 +74,13 @@ enum RequestRenderer {
         var options = TransportRequest.Options()
         options.timeout = request.timeout
         do {
-            return try TransportRequest(method: method, url: url, headers: headers, body: body, options: options)
+            return try TransportRequest(
+                method: method,
+                url: url,
+                headers: headers,
+                body: body,
+                options: consume options
+            )
         } catch {
             throw BrickError.transport(error)
         }

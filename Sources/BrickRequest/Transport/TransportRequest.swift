@@ -243,7 +243,7 @@ public struct TransportRequest: Sendable {
                 target: .parsed(isHTTPS: parts.isHTTPS, authorityEnd: authorityEnd),
                 headerFields: headerFields,
                 body: body,
-                options: options,
+                options: consume options,
                 urlString: urlString
             )
         )
@@ -272,7 +272,7 @@ public struct TransportRequest: Sendable {
             url: url,
             headerFields: try Self.validatedFields(headers),
             body: body,
-            options: options
+            options: consume options
         )
     }
 
