@@ -47,19 +47,19 @@ struct LoggingTests {
         Session(logger: Logger(label: "test") { _ in CapturingLogHandler(records: records, logLevel: level) })
     }
 
+    /// A GET carrying ``credentials``.
+    private func get(_ url: String, _ session: Session) async -> Response<Data, BrickError> {
+        await SessionGet(url: url, session: session, headers: Self.credentials).response()
+    }
+
     @Test("at debug: each request logs its start and its end with method, URL and status; failures warn")
     func debugLevel() async throws {
         try await withServer { server in
             let records = LogRecords()
             let session = session(level: .debug, records: records)
-            let ok = await SessionGet(url: server.baseURL + "/status/200", session: session, headers: Self.credentials)
-                .response()
+            let ok = await get(server.baseURL + "/status/200", session)
             #expect(ok.status == .ok)
-            let refused = await SessionGet(
-                url: "http://127.0.0.1:1/closed",
-                session: session,
-                headers: Self.credentials
-            ).response()
+            let refused = await get("http://127.0.0.1:1/closed", session)
             #expect(refused.error != nil)
             let logged = records.all
             // (The retry engine logs its decision on a failure too, even when it may not retry.)
@@ -84,12 +84,10 @@ struct LoggingTests {
         try await withServer { server in
             let records = LogRecords()
             let session = session(level: .info, records: records)
-            let ok = await SessionGet(url: server.baseURL + "/status/200", session: session, headers: Self.credentials)
-                .response()
+            let ok = await get(server.baseURL + "/status/200", session)
             #expect(ok.status == .ok)
             #expect(records.all.isEmpty)
-            _ = await SessionGet(url: "http://127.0.0.1:1/closed", session: session, headers: Self.credentials)
-                .response()
+            _ = await get("http://127.0.0.1:1/closed", session)
             #expect(records.all.map(\.message) == ["request failed"])
         }
     }
