@@ -335,7 +335,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
                 transfer.state = .done
                 transfer.completion(.failure(TransportError(.cancelled, message: "cancelled before it started")))
             case .active:
-                let sent = transfer.easy.map { $0.long(CURLINFO_REQUEST_SIZE) > 0 } ?? false
+                let sent = transfer.easy?.sentRequestBytes ?? false
                 finish(transfer, .failure(TransportError(.cancelled, message: "cancelled", requestBytesSent: sent)))
             }
         case .job(let job):
@@ -429,7 +429,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
             let error = TransportError(
                 .timedOut,
                 message: "no data moved for \(seconds) s (idle timeout)",
-                requestBytesSent: easy.long(CURLINFO_REQUEST_SIZE) > 0 || transfer.bodyBytesSent > 0
+                requestBytesSent: easy.sentRequestBytes
             )
             finish(transfer, .failure(error))
             failed = true

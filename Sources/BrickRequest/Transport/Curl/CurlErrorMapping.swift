@@ -23,7 +23,7 @@ import Foundation
 /// | anything else | other | |
 enum CurlErrorMapping {
     static func error(code: CURLcode, easy: EasyHandle, transfer: Transfer) -> TransportError {
-        let sent = easy.long(CURLINFO_REQUEST_SIZE) > 0
+        let sent = easy.sentRequestBytes
         if let abort = transfer.abortError {
             return TransportError(
                 abort.kind,

@@ -193,6 +193,10 @@ final class EasyHandle {
 
     // MARK: - Info
 
+    /// Whether any byte of the current request has gone out (`CURLINFO_REQUEST_SIZE`): the
+    /// server may then have acted on it (``TransportError/requestBytesSent``).
+    var sentRequestBytes: Bool { long(CURLINFO_REQUEST_SIZE) > 0 }
+
     func long(_ info: CURLINFO) -> Int {
         var value = 0
         _ = ccurl_easy_getinfo_long(raw, info, &value)
