@@ -88,6 +88,27 @@ struct CurlTransportSafetyTests {
         }
     }
 
+    @Test(
+        "a URL that passes our checks but not libcurl's parser fails before any I/O; its handle still works",
+        arguments: [("http://exa<mple.com/", "Bad hostname"), ("http://[zz]/x", "Bad IPv6 address")]
+    )
+    func urlRefusedByLibcurl(url: String, reason: String) async throws {
+        try await withServer { server in
+            // One easy handle for all three requests: the refusal comes from parsing the URL into
+            // it, between two successful transfers to the same URL.
+            let transport = curlTransport { $0.maxIdleHandles = 1 }
+            let good = try get(server.baseURL + "/anything/same?q=1")
+            #expect(try await transport.send(good).status == .ok)
+            let result = await transport.result(try TransportRequest(method: .get, url: url))
+            #expect(result.failure?.kind == .invalidRequest)
+            #expect(result.failure?.message == "invalid URL: libcurl refused it (\(reason))")
+            #expect(result.failure?.requestBytesSent == false)
+            #expect(try await transport.send(good).status == .ok)
+            #expect(server.requests.map(\.uri) == ["/anything/same?q=1", "/anything/same?q=1"])
+            #expect(transport.easyHandleCount == 1)
+        }
+    }
+
     @Test("URL bytes are checked and the fragment found exactly as a byte-by-byte reading would")
     func urlScanMatchesReference() throws {
         // The validator reads eight bytes at a time; compare it with the plain rule on random URLs

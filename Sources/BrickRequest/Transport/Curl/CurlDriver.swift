@@ -693,9 +693,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
             method: method,
             headerLines: header.lines
         )
-        guard easy.apply(settings) else {
-            return TransportError(.other, message: "libcurl refused a transfer option (out of memory)")
-        }
+        if let refusal = easy.apply(settings) { return refusal }
 
         // Response destination.
         if case .file(let path) = options.destination {
