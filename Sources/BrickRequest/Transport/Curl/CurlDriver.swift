@@ -365,7 +365,14 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
             easyHandleCount += 1
         } else {
             transfer.state = .done
-            transfer.completion(.failure(TransportError(.other, message: "curl_easy_init failed")))
+            transfer.completion(
+                .failure(
+                    TransportError(
+                        .other,
+                        message: "cannot create a libcurl easy handle (out of memory, or libcurl older than 7.63)"
+                    )
+                )
+            )
             return
         }
         transfer.easy = easy
