@@ -1,5 +1,5 @@
 import BrickRequest
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// A ``ReachabilityMonitor`` a test drives by hand: `set(.unreachable)`, then `set(.reachable)`.

@@ -1,6 +1,6 @@
 import BrickRequest
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Synchronization
 import Testing
 

@@ -13,14 +13,31 @@
 //   transport  CurlTransport.start with completions on the driver thread (the floor of the stack)
 // BENCH_CA_FILE, when set, is trusted for https (compare.sh exports the server's certificate).
 import BrickRequest
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Synchronization
+
+/// Writes one line to standard error.
+func printError(_ line: String) {
+    var text = line + "\n"
+    _ = text.withUTF8 { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+}
+
+/// `value` with exactly `digits` decimals (what `%.Nf` prints), for non-negative finite values.
+func fixed(_ value: Double, digits: Int) -> String {
+    var scale = 1.0
+    for _ in 0..<digits { scale *= 10 }
+    let scaled = Int((value * scale).rounded())
+    let fraction = String(scaled % Int(scale))
+    return "\(scaled / Int(scale))." + String(repeating: "0", count: digits - fraction.count) + fraction
+}
 
 let arguments = CommandLine.arguments
 guard arguments.count == 4, let requests = Int(arguments[2]), let concurrency = Int(arguments[3]), requests > 0,
     concurrency > 0
 else {
-    FileHandle.standardError.write(Data("usage: brick-bench URL REQUESTS CONCURRENCY\n".utf8))
+    printError("usage: brick-bench URL REQUESTS CONCURRENCY")
     exit(2)
 }
 let url = arguments[1]
@@ -72,7 +89,7 @@ let request: TransportRequest
 do {
     request = try TransportRequest(method: .get, url: url)
 } catch {
-    FileHandle.standardError.write(Data("brick-bench: \(error)\n".utf8))
+    printError("brick-bench: \(error)")
     exit(2)
 }
 
@@ -168,19 +185,19 @@ case "async":
     let result = await runAsync()
     (okCount, failedCount, lastError) = (result.ok, result.failed, result.lastError.map { "\($0)" })
 default:
-    FileHandle.standardError.write(Data("brick-bench: unknown BRICK_BENCH_MODE \(mode)\n".utf8))
+    printError("brick-bench: unknown BRICK_BENCH_MODE \(mode)")
     exit(2)
 }
 let elapsed = clock.now - start
 let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
 if environment["BRICK_BENCH_VERBOSE"] != nil {
-    FileHandle.standardError.write(Data("brick-bench: stall takeovers: \(transport.stallTakeoverCount)\n".utf8))
+    printError("brick-bench: stall takeovers: \(transport.stallTakeoverCount)")
 }
 if let lastError {
-    FileHandle.standardError.write(Data("brick-bench: last error: \(lastError)\n".utf8))
+    printError("brick-bench: last error: \(lastError)")
 }
 print(
-    "requests=\(requests) ok=\(okCount) failed=\(failedCount) seconds=\(String(format: "%.3f", seconds)) rps=\(String(format: "%.1f", Double(okCount + failedCount) / seconds))"
+    "requests=\(requests) ok=\(okCount) failed=\(failedCount) seconds=\(fixed(seconds, digits: 3)) rps=\(fixed(Double(okCount + failedCount) / seconds, digits: 1))"
 )
 
 extension Result {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Produces a typed value from the response.
 ///

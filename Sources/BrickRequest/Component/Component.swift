@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The base class of every endpoint: its parameters, its identity and its lifecycle.
 ///

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A file part of a multipart body: bytes in memory, or a file on disk streamed as it is sent.
 ///

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// How a request's parameters are encoded.
 public enum ParameterEncoding: Sendable, Hashable {
@@ -87,7 +87,6 @@ enum MultipartEncoder {
 
     /// Quotes a name for `Content-Disposition` (RFC 7578 §4.2: escape `"` and drop CR/LF).
     private static func quoted(_ text: String) -> String {
-        text.replacingOccurrences(of: "\"", with: "%22").replacingOccurrences(of: "\r", with: "%0D")
-            .replacingOccurrences(of: "\n", with: "%0A")
+        text.replacing("\"", with: "%22").replacing("\r", with: "%0D").replacing("\n", with: "%0A")
     }
 }

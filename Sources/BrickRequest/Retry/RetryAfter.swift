@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Parses `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date (IMF-fixdate, RFC 850
 /// or asctime form).
@@ -10,18 +10,121 @@ public enum RetryAfterParsing {
     ///   - now: The current time (a date in the past gives zero).
     /// - Returns: The delay, or `nil` when the value is neither a number of seconds nor a date.
     public static func delay(_ value: String, now: Date) -> Duration? {
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        let trimmed = value.trimmingSpacesAndTabs()
         if let seconds = Int(trimmed), seconds >= 0 { return .seconds(seconds) }
-        for format in ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"] {
-            let formatter = DateFormatter()
-            formatter.locale = Locale(identifier: "en_US_POSIX")
-            formatter.timeZone = TimeZone(identifier: "GMT")
-            formatter.dateFormat = format
-            if let date = formatter.date(from: trimmed) {
-                let interval = date.timeIntervalSince(now)
-                return interval <= 0 ? .zero : .milliseconds(Int64((interval * 1000).rounded(.up)))
-            }
+        guard let date = HTTPDate.parse(trimmed, now: now) else { return nil }
+        let interval = date.timeIntervalSince(now)
+        return interval <= 0 ? .zero : .milliseconds(Int64((interval * 1000).rounded(.up)))
+    }
+}
+
+/// HTTP-date (RFC 9110 §5.6.7) in its three forms, always GMT:
+/// `Sun, 06 Nov 1994 08:49:37 GMT`, `Sunday, 06-Nov-94 08:49:37 GMT`, `Sun Nov  6 08:49:37 1994`.
+enum HTTPDate {
+    private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+    private static let dayNames = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+    private static let longDayNames = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+
+    /// The date `text` names, or `nil` when it is not an HTTP-date. `now` resolves the two-digit
+    /// year of the RFC 850 form (a year more than 50 years ahead is taken from the last century).
+    static func parse(_ text: String, now: Date) -> Date? {
+        let tokens = text.split(separator: " ", omittingEmptySubsequences: true).map { $0.lowercased() }
+        let day: Int?
+        let month: Int?
+        let year: Int?
+        let time: (Int, Int, Int)?
+        switch tokens.count {
+        case 6:  // IMF-fixdate
+            guard tokens[0].hasSuffix(","), dayNames.contains(String(tokens[0].dropLast())), tokens[5] == "gmt",
+                tokens[1].count == 2, tokens[3].count == 4
+            else { return nil }
+            (day, month, year, time) = (Int(tokens[1]), monthNumber(tokens[2]), Int(tokens[3]), timeOfDay(tokens[4]))
+        case 4:  // RFC 850
+            let date = tokens[1].split(separator: "-", omittingEmptySubsequences: false)
+            guard tokens[0].hasSuffix(","), longDayNames.contains(String(tokens[0].dropLast())), tokens[3] == "gmt",
+                date.count == 3, date[0].count == 2, date[2].count == 2, let shortYear = Int(date[2])
+            else { return nil }
+            day = Int(date[0])
+            month = monthNumber(String(date[1]))
+            year = fullYear(twoDigit: shortYear, now: now)
+            time = timeOfDay(tokens[2])
+        case 5:  // asctime
+            guard dayNames.contains(tokens[0]), tokens[2].count <= 2, tokens[4].count == 4 else { return nil }
+            (day, month, year, time) = (Int(tokens[2]), monthNumber(tokens[1]), Int(tokens[4]), timeOfDay(tokens[3]))
+        default:
+            return nil
         }
-        return nil
+        guard let day, let month, let year, let (hour, minute, second) = time, year >= 1,
+            (1...daysIn(month: month, year: year)).contains(day)
+        else { return nil }
+        let days = daysSinceEpoch(year: year, month: month, day: day)
+        return Date(timeIntervalSince1970: Double(((days * 24 + hour) * 60 + minute) * 60 + second))
+    }
+
+    private static func monthNumber(_ name: String) -> Int? {
+        months.firstIndex(of: name).map { $0 + 1 }
+    }
+
+    /// `HH:MM:SS`, with a leap second allowed.
+    private static func timeOfDay(_ text: String) -> (Int, Int, Int)? {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts.allSatisfy({ $0.count == 2 }), let hour = Int(parts[0]),
+            let minute = Int(parts[1]),
+            let second = Int(parts[2]), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second)
+        else { return nil }
+        return (hour, minute, second)
+    }
+
+    private static func fullYear(twoDigit: Int, now: Date) -> Int? {
+        guard (0...99).contains(twoDigit) else { return nil }
+        let currentYear = civilYear(daysSinceEpoch: Int((now.timeIntervalSince1970 / 86_400).rounded(.down)))
+        var year = currentYear - currentYear % 100 + twoDigit
+        if year > currentYear + 50 { year -= 100 }
+        return year
+    }
+
+    private static func isLeap(_ year: Int) -> Bool {
+        year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+    }
+
+    private static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: return isLeap(year) ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    /// Days from 1970-01-01 to the given day of the proleptic Gregorian calendar.
+    static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
+        // Years counted from March, so that the leap day ends a year.
+        let marchYear = month <= 2 ? year - 1 : year
+        let era = (marchYear >= 0 ? marchYear : marchYear - 399) / 400
+        let yearOfEra = marchYear - era * 400
+        let dayOfYear = (153 * ((month + 9) % 12) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// The calendar year that contains the given day (the inverse of ``daysSinceEpoch(year:month:day:)``).
+    static func civilYear(daysSinceEpoch days: Int) -> Int {
+        let shifted = days + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let marchMonth = (5 * dayOfYear + 2) / 153
+        return yearOfEra + era * 400 + (marchMonth >= 10 ? 1 : 0)
+    }
+}
+
+extension StringProtocol {
+    /// The text without leading and trailing spaces and horizontal tabs (HTTP's optional whitespace).
+    func trimmingSpacesAndTabs() -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else {
+            return ""
+        }
+        return String(self[first...last])
     }
 }

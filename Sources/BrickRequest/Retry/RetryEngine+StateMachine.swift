@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The retry engine: a pure state machine with no I/O. The ``Session`` feeds it the outcome of each
 /// attempt and performs the action it returns (start an attempt, wait, park, deliver).

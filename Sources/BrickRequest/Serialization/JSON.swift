@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A parsed JSON value that subscripts without ceremony: `json["user"]["name"].string`.
 ///
@@ -19,24 +19,12 @@ public enum JSON: Sendable, Hashable, CustomStringConvertible {
     /// `null`, or a missing value.
     case null
 
-    /// Parses JSON text (top-level fragments allowed).
+    /// Parses JSON text (RFC 8259; any value at the top level).
     ///
     /// - Parameter data: UTF-8 JSON.
-    /// - Throws: The parser's error for malformed input.
-    public init(data: Data) throws {
-        self = JSON(any: try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]))
-    }
-
-    private init(any value: Any) {
-        switch value {
-        case let string as String: self = .string(string)
-        case let number as NSNumber:
-            // Foundation represents JSON booleans as NSNumber too; tell them apart by their type.
-            if isBoolean(number) { self = .bool(number.boolValue) } else { self = .number(number.doubleValue) }
-        case let array as [Any]: self = .array(array.map(JSON.init(any:)))
-        case let object as [String: Any]: self = .object(object.mapValues(JSON.init(any:)))
-        default: self = .null
-        }
+    /// - Throws: ``JSONParsingError`` for malformed input, with the byte offset of the problem.
+    public init(data: Data) throws(JSONParsingError) {
+        self = try JSONParser.parse(data)
     }
 
     /// The value for `key` in an object, or ``null``.
@@ -96,8 +84,7 @@ public enum JSON: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .string(let value):
-            let data = (try? JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed])) ?? Data()
-            return String(decoding: data, as: UTF8.self)
+            return JSON.quoted(value)
         case .number(let value):
             return value.rounded() == value && abs(value) < 1e15 ? String(Int(value)) : String(value)
         case .bool(let value): return value ? "true" : "false"
@@ -111,10 +98,4 @@ public enum JSON: Sendable, Hashable, CustomStringConvertible {
         case .null: return "null"
         }
     }
-}
-
-/// JSONSerialization gives `true`/`false` as `NSNumber`s whose Objective-C type is `c` (char);
-/// numbers parsed from JSON are `q` (integers) or `d` (doubles).
-private func isBoolean(_ number: NSNumber) -> Bool {
-    String(cString: number.objCType) == "c"
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Turns a transport response into a value.
 ///

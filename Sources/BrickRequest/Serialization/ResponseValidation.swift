@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Which responses count as successful before serialization.
 public struct ResponseValidation: Sendable, Hashable {
@@ -35,7 +35,7 @@ public struct ResponseValidation: Sendable, Hashable {
         guard let contentTypes, !(response.body?.isEmpty ?? true) else { return }
         let received =
             (response.headerFields[.contentType] ?? "").split(separator: ";").first
-            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            .map { $0.trimmingSpacesAndTabs().lowercased() } ?? ""
         let accepted = contentTypes.contains { pattern in
             let pattern = pattern.lowercased()
             if pattern == "*/*" || pattern == received { return true }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Reads an endpoint's bricks and produces the `Sendable` request the transport sends.
 ///
@@ -41,7 +41,7 @@ enum RequestRenderer {
             body = .data(Data(PercentEncoding.form(parameters.textPairs).utf8))
             contentType = "application/x-www-form-urlencoded"
         case .multipart:
-            let boundary = "BrickRequestBoundary" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+            let boundary = "BrickRequestBoundary" + UUID().uuidString.replacing("-", with: "")
             body = MultipartEncoder.body(parameters, boundary: boundary)
             contentType = "multipart/form-data; boundary=\(boundary)"
         case .json:
@@ -111,7 +111,7 @@ enum RequestRenderer {
 
     /// `https://api.example.com/users?x` with origin `http://127.0.0.1:8080` → `http://127.0.0.1:8080/users?x`.
     static func replaceOrigin(of url: String, with origin: String) -> String {
-        guard let schemeEnd = url.range(of: "://") else { return url }
+        guard let schemeEnd = url.firstRange(of: "://") else { return url }
         let rest = url[schemeEnd.upperBound...]
         let pathStart = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
         let trimmedOrigin = origin.hasSuffix("/") ? String(origin.dropLast()) : origin

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Where a response came from.
 public enum ResponseSource: Sendable, Hashable {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// What a session needs to run one request, apart from its serializer: the rendered request (or

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 public import Logging
 
 /// Runs requests: renders nothing itself (endpoints render on the caller's side), hands them to its

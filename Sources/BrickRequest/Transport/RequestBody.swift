@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The body of a request: a sequence of in-memory and on-disk segments, streamed in order.
 ///

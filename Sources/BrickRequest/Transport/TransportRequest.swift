@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 public import HTTPTypes
 
 /// A fully rendered HTTP request, ready for a ``Transport``: head, body and per-request options.

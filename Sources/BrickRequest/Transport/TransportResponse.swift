@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 public import HTTPTypes
 
 /// A complete HTTP response delivered by a ``Transport``.

@@ -133,6 +133,36 @@ struct RetryEngineTests {
         #expect(RetryAfterParsing.delay("-5", now: now) == nil)
     }
 
+    @Test("HTTP dates: the three forms, leap years, two-digit years, and what is refused")
+    func httpDates() {
+        let now = Date(timeIntervalSince1970: 1_000_000_000)  // Sun, 09 Sep 2001 01:46:40 GMT
+        let seconds = { (text: String) in RetryAfterParsing.delay(text, now: now) }
+        // 29 Feb 2004 exists; the same day in 2100 does not (not a leap year).
+        #expect(seconds("Sun, 29 Feb 2004 00:00:00 GMT") == .seconds(1_078_012_800 - 1_000_000_000))
+        #expect(seconds("Mon, 29 Feb 2100 00:00:00 GMT") == nil)
+        #expect(seconds("Wed, 01 Mar 2100 00:00:00 GMT") == .seconds(4_107_542_400 - 1_000_000_000))
+        #expect(seconds("  Sun, 09 Sep 2001 01:47:00 GMT\t") == .seconds(20))
+        #expect(seconds("sun, 09 sep 2001 01:47:00 gmt") == .seconds(20))
+        // RFC 850: a two-digit year more than 50 years ahead is from the last century.
+        #expect(seconds("Thursday, 01-Jan-70 00:00:01 GMT") == .zero)  // 1970, not 2070
+        #expect(seconds("Monday, 01-Jan-40 00:00:00 GMT") == .seconds(2_208_988_800 - 1_000_000_000))
+        #expect(seconds("Sun Sep 09 01:47:00 2001") == .seconds(20))
+        for refused in [
+            "Sun, 9 Sep 2001 01:47:00 GMT",  // one-digit day in IMF-fixdate
+            "Sun, 09 Sep 2001 01:47:00 CET",  // not GMT
+            "Sun, 31 Sep 2001 01:47:00 GMT",  // September has 30 days
+            "Sun, 09 Sep 2001 24:00:00 GMT",
+            "Sun, 09 Sep 2001 01:60:00 GMT",
+            "Sun, 09 Foo 2001 01:47:00 GMT",
+            "Xyz, 09 Sep 2001 01:47:00 GMT",
+            "Sun, 09 Sep 2001 1:47:00 GMT",
+            "Sun Sep  9 01:47:00 01",
+            "",
+        ] {
+            #expect(seconds(refused) == nil, "\(refused)")
+        }
+    }
+
     @Test("offline failures park without spending attempts; failWhenNotReachable delivers")
     func parking() {
         let offline = TransportError(.notConnected, message: "down")

@@ -199,4 +199,17 @@ struct CurlDescriptionTests {
         #expect(command.contains("--max-redirs 10 --proto-redir =https"))
         #expect(command.contains("--proxy ''"))
     }
+
+    @Test("bodies: printable text in single quotes, anything else byte by byte as $'\\xHH'")
+    func bodies() throws {
+        let transport = CurlTransport(configuration: .init())
+        let text = try TransportRequest(method: .post, url: "http://127.0.0.1/", body: .data(Data("it's".utf8)))
+        #expect(transport.cURLDescription(for: text).contains(#"--data-binary 'it'\''s'"#))
+        let binary = try TransportRequest(
+            method: .post,
+            url: "http://127.0.0.1/",
+            body: .data(Data([0x00, 0x0A, 0xFF]))
+        )
+        #expect(transport.cURLDescription(for: binary).contains(#"--data-binary $'\x00\x0a\xff'"#))
+    }
 }

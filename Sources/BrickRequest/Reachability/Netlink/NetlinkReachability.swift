@@ -1,5 +1,6 @@
 internal import CNetlink
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// Reachability from the Linux kernel: a `NETLINK_ROUTE` socket subscribed to link, address and
@@ -45,11 +46,14 @@ public final class NetlinkReachability: ReachabilityMonitor {
         )
         // The socket is handed to the monitor thread and used only there from now on.
         nonisolated(unsafe) let owned = monitor
-        let thread = Thread {
+        let started = DetachedThread.start {
             Self.run(monitor: owned, stop: stop, quietMilliseconds: quiet, broadcaster: broadcaster)
         }
-        thread.name = "BrickRequest.NetlinkReachability"
-        thread.start()
+        guard started else {
+            // The read end was the thread's; the write end is closed by deinit.
+            close(stop)
+            throw NetlinkError(operation: "pthread_create", errno: EAGAIN)
+        }
     }
 
     deinit {

@@ -1,5 +1,6 @@
 internal import CNetlink
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A `NETLINK_ROUTE` socket for one request/response exchange with the kernel's routing tables.
 /// Used on the calling thread only, and closed when released.

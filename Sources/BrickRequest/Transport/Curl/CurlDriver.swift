@@ -1,5 +1,7 @@
 internal import CCurl
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import HTTPTypes
 import Synchronization
 
@@ -126,29 +128,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
 
     /// Starts a thread that begins as the leader (the first one) or as the standby.
     private func startThread(leading: Bool) -> Bool {
-        final class Start {
-            let driver: CurlDriver
-            let leading: Bool
-            init(_ driver: CurlDriver, _ leading: Bool) { (self.driver, self.leading) = (driver, leading) }
-        }
-        let start = Unmanaged.passRetained(Start(self, leading)).toOpaque()
-        var thread = pthread_t()
-        let result = pthread_create(
-            &thread,
-            nil,
-            { argument in
-                let start = Unmanaged<Start>.fromOpaque(argument!).takeRetainedValue()
-                start.driver.threadMain(leading: start.leading)
-                return nil
-            },
-            start
-        )
-        if result != 0 {
-            Unmanaged<Start>.fromOpaque(start).release()
-            return false
-        }
-        pthread_detach(thread)
-        return true
+        DetachedThread.start { self.threadMain(leading: leading) }
     }
 
     // MARK: - Submitting (any thread)
@@ -879,7 +859,7 @@ struct ConstantStrings {
 
     func free() {
         for pointer in [userAgent, protocols, acceptEncoding, httpProxy, httpsProxy, noProxy] {
-            Foundation.free(pointer)
+            Glibc.free(pointer)
         }
     }
 }

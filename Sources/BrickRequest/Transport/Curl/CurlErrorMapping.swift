@@ -1,5 +1,6 @@
 internal import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Turns a libcurl result into a ``TransportError``, keeping the code, `errno` and whether the
 /// request was (partly) sent.

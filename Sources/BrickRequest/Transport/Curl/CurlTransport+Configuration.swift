@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension CurlTransport {
     /// Settings of a ``CurlTransport``: timeouts, connection limits, HTTP version, TLS, proxy,

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension CurlTransport {
     /// The `curl` command line that sends the same request with the same settings, for debugging
@@ -85,7 +85,7 @@ extension CurlTransport {
     }
 
     static func quote(_ text: String) -> String {
-        "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        "'" + text.replacing("'", with: "'\\''") + "'"
     }
 
     /// Printable UTF-8 goes in single quotes; anything else as `$'\xHH'`.
@@ -95,12 +95,12 @@ extension CurlTransport {
         {
             return quote(text)
         }
-        return "$'" + data.map { String(format: "\\x%02x", $0) }.joined() + "'"
+        return "$'" + data.map { "\\x" + (($0 < 16) ? "0" : "") + String($0, radix: 16) }.joined() + "'"
     }
 
     private static func seconds(_ duration: Duration) -> String {
         let (seconds, attoseconds) = duration.components
         let milliseconds = attoseconds / 1_000_000_000_000_000
-        return milliseconds == 0 ? String(seconds) : String(format: "%d.%03d", seconds, milliseconds)
+        return milliseconds == 0 ? String(seconds) : "\(seconds)." + String(String(milliseconds + 1000).dropFirst())
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// The libcurl transport: one driver thread, one `curl_multi` handle, many concurrent requests.

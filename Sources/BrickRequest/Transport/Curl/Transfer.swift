@@ -1,5 +1,6 @@
 internal import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
 import HTTPTypes
 
 /// The state of one request inside ``CurlDriver``: its current hop, the response being received,
