@@ -11,7 +11,7 @@ public enum RetryAfterParsing {
     /// - Returns: The delay, or `nil` when the value is neither a number of seconds nor a date.
     public static func delay(_ value: String, now: Date) -> Duration? {
         let trimmed = value.trimmingSpacesAndTabs()
-        if let seconds = Int(trimmed), seconds >= 0 { return .seconds(seconds) }
+        if let seconds = HTTPDate.number(trimmed) { return .seconds(seconds) }
         guard let date = HTTPDate.parse(trimmed, now: now) else { return nil }
         let interval = date.timeIntervalSince(now)
         return interval <= 0 ? .zero : .milliseconds(Int64((interval * 1000).rounded(.up)))
@@ -38,19 +38,23 @@ enum HTTPDate {
             guard tokens[0].hasSuffix(","), dayNames.contains(String(tokens[0].dropLast())), tokens[5] == "gmt",
                 tokens[1].count == 2, tokens[3].count == 4
             else { return nil }
-            (day, month, year, time) = (Int(tokens[1]), monthNumber(tokens[2]), Int(tokens[3]), timeOfDay(tokens[4]))
+            (day, month, year, time) = (
+                number(tokens[1]), monthNumber(tokens[2]), number(tokens[3]), timeOfDay(tokens[4])
+            )
         case 4:  // RFC 850
             let date = tokens[1].split(separator: "-", omittingEmptySubsequences: false)
             guard tokens[0].hasSuffix(","), longDayNames.contains(String(tokens[0].dropLast())), tokens[3] == "gmt",
-                date.count == 3, date[0].count == 2, date[2].count == 2, let shortYear = Int(date[2])
+                date.count == 3, date[0].count == 2, date[2].count == 2, let shortYear = number(date[2])
             else { return nil }
-            day = Int(date[0])
+            day = number(date[0])
             month = monthNumber(String(date[1]))
             year = fullYear(twoDigit: shortYear, now: now)
             time = timeOfDay(tokens[2])
         case 5:  // asctime
             guard dayNames.contains(tokens[0]), tokens[2].count <= 2, tokens[4].count == 4 else { return nil }
-            (day, month, year, time) = (Int(tokens[2]), monthNumber(tokens[1]), Int(tokens[4]), timeOfDay(tokens[3]))
+            (day, month, year, time) = (
+                number(tokens[2]), monthNumber(tokens[1]), number(tokens[4]), timeOfDay(tokens[3])
+            )
         default:
             return nil
         }
@@ -61,6 +65,14 @@ enum HTTPDate {
         return Date(timeIntervalSince1970: Double(((days * 24 + hour) * 60 + minute) * 60 + second))
     }
 
+    /// Decimal digits only (`Int(_:)` would also take a sign).
+    static func number(_ text: some StringProtocol) -> Int? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            return nil
+        }
+        return Int(text)
+    }
+
     private static func monthNumber(_ name: String) -> Int? {
         months.firstIndex(of: name).map { $0 + 1 }
     }
@@ -68,9 +80,9 @@ enum HTTPDate {
     /// `HH:MM:SS`, with a leap second allowed.
     private static func timeOfDay(_ text: String) -> (Int, Int, Int)? {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts.allSatisfy({ $0.count == 2 }), let hour = Int(parts[0]),
-            let minute = Int(parts[1]),
-            let second = Int(parts[2]), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second)
+        guard parts.count == 3, parts.allSatisfy({ $0.count == 2 }), let hour = number(parts[0]),
+            let minute = number(parts[1]),
+            let second = number(parts[2]), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second)
         else { return nil }
         return (hour, minute, second)
     }

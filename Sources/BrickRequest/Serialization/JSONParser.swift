@@ -235,7 +235,7 @@ struct JSONParser {
                 throw failure("a low surrogate without its high surrogate")
             }
             // Every value left is a valid scalar: surrogates were paired or refused above.
-            utf8.append(contentsOf: String(Character(Unicode.Scalar(scalar).unsafelyUnwrapped)).utf8)
+            Unicode.UTF8.encode(Unicode.Scalar(scalar).unsafelyUnwrapped) { utf8.append($0) }
         default:
             index -= 1
             throw failure("an invalid escape sequence")

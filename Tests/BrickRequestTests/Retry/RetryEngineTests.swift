@@ -131,6 +131,7 @@ struct RetryEngineTests {
         #expect(RetryAfterParsing.delay("Sat, 01 Jan 2000 00:00:00 GMT", now: now) == .zero)
         #expect(RetryAfterParsing.delay("soon", now: now) == nil)
         #expect(RetryAfterParsing.delay("-5", now: now) == nil)
+        #expect(RetryAfterParsing.delay("+5", now: now) == nil)
     }
 
     @Test("HTTP dates: the three forms, leap years, two-digit years, and what is refused")
@@ -157,6 +158,9 @@ struct RetryEngineTests {
             "Xyz, 09 Sep 2001 01:47:00 GMT",
             "Sun, 09 Sep 2001 1:47:00 GMT",
             "Sun Sep  9 01:47:00 01",
+            "Sun, +9 Sep 2001 01:47:00 GMT",  // a sign is not a digit
+            "Sun, 09 Sep +001 01:47:00 GMT",
+            "Sun, 09 Sep 2001 01:47:+0 GMT",
             "",
         ] {
             #expect(seconds(refused) == nil, "\(refused)")
