@@ -1,22 +1,25 @@
 import Glibc
 
-/// Starts detached POSIX threads (what `Foundation.Thread` would do, without Foundation).
+/// Starts detached, named POSIX threads (what `Foundation.Thread` would do, without Foundation).
 enum DetachedThread {
     private final class Start {
+        let name: String
         let body: () -> Void
-        init(_ body: @escaping () -> Void) { self.body = body }
+        init(_ name: String, _ body: @escaping () -> Void) { (self.name, self.body) = (name, body) }
     }
 
-    /// Runs `body` on a new detached thread. Returns `false` when the thread could not be
+    /// Runs `body` on a new detached thread called `name` (what `top -H`, `ps -L` and debuggers
+    /// show; the kernel keeps the first 15 bytes). Returns `false` when the thread could not be
     /// created; `body` is then not run.
-    static func start(_ body: @escaping @Sendable () -> Void) -> Bool {
-        let start = Unmanaged.passRetained(Start(body)).toOpaque()
+    static func start(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
+        let start = Unmanaged.passRetained(Start(name, body)).toOpaque()
         var thread = pthread_t()
         let result = pthread_create(
             &thread,
             nil,
             { argument in
                 let start = Unmanaged<Start>.fromOpaque(argument!).takeRetainedValue()
+                DetachedThread.nameCurrentThread(start.name)
                 start.body()
                 return nil
             },
@@ -28,5 +31,15 @@ enum DetachedThread {
         }
         pthread_detach(thread)
         return true
+    }
+
+    /// Names the calling thread through procfs (`pthread_setname_np` is not visible through the
+    /// `Glibc` module). Best effort: without `/proc` the thread keeps its inherited name.
+    private static func nameCurrentThread(_ name: String) {
+        let descriptor = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        let bytes = Array(name.utf8.prefix(15))
+        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
     }
 }

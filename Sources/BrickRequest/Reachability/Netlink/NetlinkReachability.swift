@@ -46,7 +46,7 @@ public final class NetlinkReachability: ReachabilityMonitor {
         )
         // The socket is handed to the monitor thread and used only there from now on.
         nonisolated(unsafe) let owned = monitor
-        let started = DetachedThread.start {
+        let started = DetachedThread.start(name: "brick-netlink") {
             Self.run(monitor: owned, stop: stop, quietMilliseconds: quiet, broadcaster: broadcaster)
         }
         guard started else {
