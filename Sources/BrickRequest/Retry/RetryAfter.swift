@@ -11,7 +11,7 @@ public enum RetryAfterParsing {
     /// - Returns: The delay, or `nil` when the value is neither a number of seconds nor a date.
     public static func delay(_ value: String, now: Date) -> Duration? {
         let trimmed = value.trimmingSpacesAndTabs()
-        if let seconds = HTTPDate.number(trimmed) { return .seconds(seconds) }
+        if let seconds = trimmed.decimalDigitsValue { return .seconds(seconds) }
         guard let date = HTTPDate.parse(trimmed, now: now) else { return nil }
         let interval = date.timeIntervalSince(now)
         return interval <= 0 ? .zero : .milliseconds(Int64((interval * 1000).rounded(.up)))
@@ -65,12 +65,9 @@ enum HTTPDate {
         return Date(timeIntervalSince1970: Double(((days * 24 + hour) * 60 + minute) * 60 + second))
     }
 
-    /// Decimal digits only (`Int(_:)` would also take a sign).
-    static func number(_ text: some StringProtocol) -> Int? {
-        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
-            return nil
-        }
-        return Int(text)
+    /// Decimal digits only, as an `Int`.
+    private static func number(_ text: some StringProtocol) -> Int? {
+        text.decimalDigitsValue.flatMap { Int(exactly: $0) }
     }
 
     private static func monthNumber(_ name: String) -> Int? {
@@ -127,16 +124,5 @@ enum HTTPDate {
         let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
         let marchMonth = (5 * dayOfYear + 2) / 153
         return yearOfEra + era * 400 + (marchMonth >= 10 ? 1 : 0)
-    }
-}
-
-extension StringProtocol {
-    /// The text without leading and trailing spaces and horizontal tabs (HTTP's optional whitespace).
-    func trimmingSpacesAndTabs() -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else {
-            return ""
-        }
-        return String(self[first...last])
     }
 }

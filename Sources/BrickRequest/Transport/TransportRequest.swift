@@ -308,7 +308,7 @@ public struct TransportRequest: Sendable {
         if lengths.count > 1, Set(lengths).count > 1 {
             throw TransportError(.invalidRequest, message: "conflicting Content-Length header fields")
         }
-        if let length = lengths.first, Int64(length) == nil {
+        if let length = lengths.first, length.decimalDigitsValue == nil {
             throw TransportError(.invalidRequest, message: "Content-Length is not a number")
         }
     }

@@ -33,6 +33,20 @@ struct CurlTransportSafetyTests {
         }
     }
 
+    @Test("a Content-Length that is not plain digits is refused", arguments: ["+5", "-5", "0x5", "five", ""])
+    func contentLengthNotDigits(value: String) {
+        #expect {
+            try TransportRequest(
+                method: .post,
+                url: "http://127.0.0.1:1/",
+                headers: [("Content-Length", value)],
+                body: .data(Data("hello".utf8))
+            )
+        } throws: { error in
+            (error as? TransportError)?.message == "Content-Length is not a number"
+        }
+    }
+
     @Test("a Content-Length that disagrees with the body is refused before sending")
     func lengthMismatch() async throws {
         try await withServer { server in

@@ -30,7 +30,7 @@ struct CurlHeaderLines {
         if hasBody && !hasContentType { lines.append("Content-Type:") }
         if request.body != nil && !hasExpect { lines.append("Expect:") }
         if let declared {
-            guard let length = Int64(declared) else {
+            guard let length = declared.decimalDigitsValue else {
                 throw TransportError(.invalidRequest, message: "Content-Length is not a number")
             }
             if request.body == nil && length != 0 {
