@@ -62,7 +62,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BrickRequestTests",
-            dependencies: ["BrickRequest", "BrickTesting", "BrickTestServer"]
+            dependencies: ["BrickRequest", "BrickTesting", "BrickTestServer", "CCurl"]
         ),
         .testTarget(
             name: "IntegrationTests",

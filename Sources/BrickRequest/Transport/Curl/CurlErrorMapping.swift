@@ -74,7 +74,7 @@ enum CurlGlobal {
     private static let once: Void = {
         ccurl_openssl_no_atexit()
         ccurl_ignore_sigpipe()
-        curl_global_init(ccurl_global_default())
+        ccurl_global_init()
     }()
 
     /// The default `User-Agent`: `BrickRequest/VERSION libcurl/VERSION`.
