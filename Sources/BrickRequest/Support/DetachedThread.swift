@@ -9,9 +9,9 @@ enum DetachedThread {
     }
 
     /// Runs `body` on a new detached thread called `name` (what `top -H`, `ps -L` and debuggers
-    /// show; the kernel keeps the first 15 bytes). Returns `false` when the thread could not be
-    /// created; `body` is then not run.
-    static func start(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
+    /// show; the kernel keeps the first 15 bytes). Returns 0 when the thread started, otherwise
+    /// `pthread_create`'s error number (`EAGAIN`, `EPERM`, …); `body` is then not run.
+    static func start(name: String, _ body: @escaping @Sendable () -> Void) -> Int32 {
         let start = Unmanaged.passRetained(Start(name, body)).toOpaque()
         var thread = pthread_t()
         let result = pthread_create(
@@ -27,10 +27,10 @@ enum DetachedThread {
         )
         guard result == 0 else {
             Unmanaged<Start>.fromOpaque(start).release()
-            return false
+            return result
         }
         pthread_detach(thread)
-        return true
+        return 0
     }
 
     /// Names the calling thread through procfs (`pthread_setname_np` is not visible through the

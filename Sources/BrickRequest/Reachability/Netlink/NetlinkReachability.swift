@@ -46,13 +46,13 @@ public final class NetlinkReachability: ReachabilityMonitor {
         )
         // The socket is handed to the monitor thread and used only there from now on.
         nonisolated(unsafe) let owned = monitor
-        let started = DetachedThread.start(name: "brick-netlink") {
+        let startError = DetachedThread.start(name: "brick-netlink") {
             Self.run(monitor: owned, stop: stop, quietMilliseconds: quiet, broadcaster: broadcaster)
         }
-        guard started else {
+        guard startError == 0 else {
             // The read end was the thread's; the write end is closed by deinit.
             close(stop)
-            throw NetlinkError(operation: "pthread_create", errno: EAGAIN)
+            throw NetlinkError(operation: "pthread_create", errno: startError)
         }
     }
 

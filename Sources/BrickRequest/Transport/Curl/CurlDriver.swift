@@ -128,7 +128,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
 
     /// Starts a thread that begins as the leader (the first one) or as the standby.
     private func startThread(leading: Bool) -> Bool {
-        DetachedThread.start(name: "brick-curl") { self.threadMain(leading: leading) }
+        DetachedThread.start(name: "brick-curl") { self.threadMain(leading: leading) } == 0
     }
 
     // MARK: - Submitting (any thread)
