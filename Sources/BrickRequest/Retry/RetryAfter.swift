@@ -105,7 +105,7 @@ enum HTTPDate {
     }
 
     /// Days from 1970-01-01 to the given day of the proleptic Gregorian calendar.
-    static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
+    private static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
         // Years counted from March, so that the leap day ends a year.
         let marchYear = month <= 2 ? year - 1 : year
         let era = (marchYear >= 0 ? marchYear : marchYear - 399) / 400
@@ -116,7 +116,7 @@ enum HTTPDate {
     }
 
     /// The calendar year that contains the given day (the inverse of ``daysSinceEpoch(year:month:day:)``).
-    static func civilYear(daysSinceEpoch days: Int) -> Int {
+    private static func civilYear(daysSinceEpoch days: Int) -> Int {
         let shifted = days + 719_468
         let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
         let dayOfEra = shifted - era * 146_097

@@ -264,16 +264,16 @@ struct JSONParser {
     private mutating func parseNumber() throws(JSONParsingError) -> Double {
         let start = index
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
-        guard index < bytes.count, isDigit(bytes[index]) else { throw failure("a number needs a digit") }
+        guard index < bytes.count, bytes[index].isASCIIDigit else { throw failure("a number needs a digit") }
         if bytes[index] == UInt8(ascii: "0") {
             index += 1
-            if index < bytes.count, isDigit(bytes[index]) { throw failure("a number cannot have a leading zero") }
+            if index < bytes.count, bytes[index].isASCIIDigit { throw failure("a number cannot have a leading zero") }
         } else {
             skipDigits()
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
             index += 1
-            guard index < bytes.count, isDigit(bytes[index]) else { throw failure("a digit must follow '.'") }
+            guard index < bytes.count, bytes[index].isASCIIDigit else { throw failure("a digit must follow '.'") }
             skipDigits()
         }
         if index < bytes.count, bytes[index] | 0x20 == UInt8(ascii: "e") {
@@ -281,7 +281,9 @@ struct JSONParser {
             if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
                 index += 1
             }
-            guard index < bytes.count, isDigit(bytes[index]) else { throw failure("a digit must follow the exponent") }
+            guard index < bytes.count, bytes[index].isASCIIDigit else {
+                throw failure("a digit must follow the exponent")
+            }
             skipDigits()
         }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
@@ -292,12 +294,8 @@ struct JSONParser {
         return value
     }
 
-    private func isDigit(_ byte: UInt8) -> Bool {
-        byte &- UInt8(ascii: "0") < 10
-    }
-
     private mutating func skipDigits() {
-        while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        while index < bytes.count, bytes[index].isASCIIDigit { index += 1 }
     }
 }
 
@@ -316,8 +314,7 @@ extension JSON {
             case "\u{08}": result += "\\b"
             case "\u{0C}": result += "\\f"
             case "\u{00}"..."\u{1F}":
-                let hex = String(scalar.value, radix: 16)
-                result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                result += "\\u" + scalar.value.zeroPadded(width: 4, radix: 16)
             default: result.unicodeScalars.append(scalar)
             }
         }

@@ -1,4 +1,5 @@
-/// Small pieces of HTTP's text syntax (RFC 9110 §5.6), shared by the parsers that need them.
+/// Small pieces of text syntax — HTTP's (RFC 9110 §5.6) and fixed-width numbers — shared by the
+/// parsers and printers that need them.
 extension StringProtocol {
     /// The text without leading and trailing spaces and horizontal tabs (HTTP's optional whitespace).
     func trimmingSpacesAndTabs() -> String {
@@ -12,7 +13,21 @@ extension StringProtocol {
     /// The value of a non-empty run of decimal digits (HTTP's `1*DIGIT`: no sign, no spaces), or
     /// `nil` for anything else or a value beyond `Int64`. (`Int64(_:)` would also take a sign.)
     var decimalDigitsValue: Int64? {
-        guard !isEmpty, utf8.allSatisfy({ $0 &- UInt8(ascii: "0") < 10 }) else { return nil }
+        guard !isEmpty, utf8.allSatisfy(\.isASCIIDigit) else { return nil }
         return Int64(self)
+    }
+}
+
+extension UInt8 {
+    /// Whether the byte is an ASCII decimal digit, `0` to `9`.
+    var isASCIIDigit: Bool { self &- UInt8(ascii: "0") < 10 }
+}
+
+extension BinaryInteger {
+    /// The non-negative value in `radix`, lowercase, with leading zeros up to `width` digits
+    /// (`%0*x` / `%0*d`): `\u000a` escapes, `\x0a` bytes, the `.050` of 1.050 s.
+    func zeroPadded(width: Int, radix: Int = 10) -> String {
+        let digits = String(self, radix: radix)
+        return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
     }
 }

@@ -198,6 +198,13 @@ struct CurlDescriptionTests {
         #expect(command.contains("--pinnedpubkey 'sha256//abc='"))
         #expect(command.contains("--max-redirs 10 --proto-redir =https"))
         #expect(command.contains("--proxy ''"))
+        // Milliseconds keep their leading zeros: 1.050 s, not 1.50.
+        let short = try TransportRequest(
+            method: .get,
+            url: "http://127.0.0.1/",
+            options: .init(timeout: .milliseconds(1050))
+        )
+        #expect(CurlTransport(configuration: configuration).cURLDescription(for: short).contains("--max-time 1.050 "))
     }
 
     @Test("bodies: printable text in single quotes, anything else byte by byte as $'\\xHH'")

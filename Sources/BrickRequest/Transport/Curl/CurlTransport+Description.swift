@@ -95,12 +95,12 @@ extension CurlTransport {
         {
             return quote(text)
         }
-        return "$'" + data.map { "\\x" + (($0 < 16) ? "0" : "") + String($0, radix: 16) }.joined() + "'"
+        return "$'" + data.map { "\\x" + $0.zeroPadded(width: 2, radix: 16) }.joined() + "'"
     }
 
     private static func seconds(_ duration: Duration) -> String {
         let (seconds, attoseconds) = duration.components
         let milliseconds = attoseconds / 1_000_000_000_000_000
-        return milliseconds == 0 ? String(seconds) : "\(seconds)." + String(String(milliseconds + 1000).dropFirst())
+        return milliseconds == 0 ? String(seconds) : "\(seconds)." + milliseconds.zeroPadded(width: 3)
     }
 }
