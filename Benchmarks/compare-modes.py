@@ -8,6 +8,19 @@ which layer costs what — by running the C client (both of its loops) and each 
 round after round, pairing every ratio with the C run of the same round (the machine drifts between
 rounds), and reporting CPU per 1,000 requests, the steadier signal on a shared machine.
 
+    Benchmarks/compare-modes.py --instructions URL REQUESTS CONCURRENCY
+
+counts instructions instead, under valgrind's callgrind: each client runs REQUESTS and then
+3 x REQUESTS requests, and the difference divided by 2 x REQUESTS is its steady-state cost per request
+(start-up, the first connections and the first wave cancel out). Each count is the lower of two
+runs (a run in which the server happens to answer later makes extra rounds of the event loop); what
+is left repeats to about 1% up to c16, so it shows changes that no timing on a shared machine can
+(at c128 every client's count moves by several percent: libcurl's walk of its connection cache
+depends on the order in which connections finish). It does not see
+what threads cost (cache traffic, locks, atomics), which only the timed mode does. Needs valgrind.
+The two `value` modes are left out: valgrind 3.19 (Debian 12) dies with SIGSEGV on Swift
+concurrency's executor threads.
+
 Needs `swift build -c release` in Benchmarks/ and the C peer that compare.sh builds
 (`$BENCH_CACHE_DIR/bin/curl_multi`, default ~/.cache/http-bench), and a server (compare.sh's
 server.sh). BENCH_CA_FILE is passed through for https.
@@ -19,6 +32,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BRICK = os.path.join(HERE, ".build", "release", "brick-bench")
@@ -49,16 +63,56 @@ def run(binary, extra_env, url, requests, concurrency):
     return float(lines[-1].split("rps=")[1]), cpu * 1e6 / requests
 
 
+def instructions(binary, extra_env, url, requests, concurrency):
+    """Instructions the whole process executes for `requests` requests, counted by callgrind."""
+    env = dict(os.environ, **extra_env)
+    with tempfile.TemporaryDirectory() as directory:
+        output = os.path.join(directory, "callgrind.out")
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={output}", binary, url, str(requests),
+                   str(concurrency)]
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        lines = done.stdout.strip().splitlines()
+        if done.returncode != 0 or not lines or f" ok={requests} " not in lines[-1]:
+            sys.exit(f"{shlex.join(command)} failed: {done.stdout}{done.stderr[-2000:]}")
+        with open(output) as profile:
+            for line in profile:
+                if line.startswith("totals:"):
+                    return int(line.split()[1])
+    sys.exit(f"{shlex.join(command)}: no totals line in callgrind's output")
+
+
+def instructions_per_request(binary, extra_env, url, requests, concurrency):
+    """Steady-state instructions per request: the cost of 2 x `requests` more requests, divided."""
+    small = min(instructions(binary, extra_env, url, requests, concurrency) for _ in range(2))
+    large = min(instructions(binary, extra_env, url, 3 * requests, concurrency) for _ in range(2))
+    return (large - small) / (2 * requests)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url")
     parser.add_argument("requests", type=int)
     parser.add_argument("concurrency", type=int)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions per request under callgrind instead of timing")
     arguments = parser.parse_args()
     for binary in {BRICK, C_CLIENT}:
         if not os.access(binary, os.X_OK):
             sys.exit(f"{binary} is missing (swift build -c release in Benchmarks/, and compare.sh once for the C peer)")
+
+    if arguments.instructions:
+        counted = [(name, env, binary) for name, env, binary in MODES if env.get("BRICK_BENCH_MODE") != "async"]
+        counts = {name: instructions_per_request(binary, env, arguments.url, arguments.requests,
+                                                 arguments.concurrency)
+                  for name, env, binary in counted}
+        best = min(counts["C socket"], counts["C poll"])
+        print(f"{arguments.url} c{arguments.concurrency}, steady state over {2 * arguments.requests} requests")
+        print("| client | instructions / request | vs leaner C loop |")
+        print("|---|---:|---:|")
+        for name, _, _ in counted:
+            print(f"| {name} | {counts[name] / 1000:.1f}k | {counts[name] / best:.3f} |")
+        return
 
     ratios = {name: [] for name, _, _ in MODES}
     cpus = {name: [] for name, _, _ in MODES}
