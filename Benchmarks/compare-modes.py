@@ -18,7 +18,15 @@ is left repeats to about 1% up to c16, so it shows changes that no timing on a s
 (at c128 every client's count moves by several percent: libcurl's walk of its connection cache
 depends on the order in which connections finish). It does not see
 what threads cost (cache traffic, locks, atomics), which only the timed mode does. Needs valgrind.
-The two `value` modes are left out: valgrind 3.19 (Debian 12) dies with SIGSEGV on Swift
+
+    Benchmarks/compare-modes.py --footprint URL REQUESTS CONCURRENCY
+
+counts, the same way, the 64-byte lines of code each request runs (an instruction counts when the
+extra requests ran it at least once per two), split by library: at c1 a client sleeps between
+responses while the kernel and the server run, so each request starts with cold caches and pays
+for its code's size more than for its instruction count.
+
+Both leave the two `value` modes out: valgrind 3.19 (Debian 12) dies with SIGSEGV on Swift
 concurrency's executor threads.
 
 Needs `swift build -c release` in Benchmarks/ and the C peer that compare.sh builds
@@ -26,7 +34,9 @@ Needs `swift build -c release` in Benchmarks/ and the C peer that compare.sh bui
 server.sh). BENCH_CA_FILE is passed through for https.
 """
 import argparse
+import collections
 import os
+import re
 import resource
 import shlex
 import statistics
@@ -63,29 +73,93 @@ def run(binary, extra_env, url, requests, concurrency):
     return float(lines[-1].split("rps=")[1]), cpu * 1e6 / requests
 
 
-def instructions(binary, extra_env, url, requests, concurrency):
-    """Instructions the whole process executes for `requests` requests, counted by callgrind."""
+def callgrind(binary, extra_env, url, requests, concurrency, read, dump_instructions=False):
+    """Runs one client under callgrind and returns `read(path of its profile)`."""
     env = dict(os.environ, **extra_env)
     with tempfile.TemporaryDirectory() as directory:
         output = os.path.join(directory, "callgrind.out")
-        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={output}", binary, url, str(requests),
-                   str(concurrency)]
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={output}"]
+        if dump_instructions:
+            command.append("--dump-instr=yes")
+        command += [binary, url, str(requests), str(concurrency)]
         done = subprocess.run(command, capture_output=True, text=True, env=env)
         lines = done.stdout.strip().splitlines()
         if done.returncode != 0 or not lines or f" ok={requests} " not in lines[-1]:
             sys.exit(f"{shlex.join(command)} failed: {done.stdout}{done.stderr[-2000:]}")
-        with open(output) as profile:
-            for line in profile:
-                if line.startswith("totals:"):
-                    return int(line.split()[1])
-    sys.exit(f"{shlex.join(command)}: no totals line in callgrind's output")
+        return read(output)
+
+
+def total_instructions(path):
+    """The `totals:` line of a callgrind profile."""
+    with open(path) as profile:
+        for line in profile:
+            if line.startswith("totals:"):
+                return int(line.split()[1])
+    sys.exit(f"{path}: no totals line in callgrind's output")
+
+
+def instruction_costs(path):
+    """Instructions executed at each address of a `--dump-instr=yes` profile: {(object, address): count}.
+
+    Follows callgrind's format: `ob=` names the object of the cost lines that follow, `(id) name`
+    compresses repeated names, a position is absolute (`0x...`), relative (`+n`, `-n`) or the same
+    (`*`), and the line after `calls=` carries a call's inclusive cost, which is skipped.
+    """
+    names = {}
+    costs = collections.Counter()
+    current_object = None
+    address = 0
+    call_cost_follows = False
+    with open(path) as profile:
+        for line in profile:
+            if line.startswith(("ob=", "cob=")):
+                text = line.split("=", 1)[1].strip()
+                match = re.match(r"\((\d+)\)(?: (.*))?$", text)
+                if match and match.group(2) is not None:
+                    names[match.group(1)] = match.group(2)
+                name = names.get(match.group(1), "?") if match else text
+                if line.startswith("ob="):
+                    current_object = name
+                continue
+            if line.startswith("calls="):
+                call_cost_follows = True
+                continue
+            if not line or line[0] not in "0123456789+-*":
+                continue
+            fields = line.split()
+            position = fields[0]
+            if position.startswith("0x"):
+                address = int(position, 16)
+            elif position[0] in "+-":
+                step = int(position[1:], 0)
+                address += step if position[0] == "+" else -step
+            elif position != "*":
+                address = int(position)
+            if call_cost_follows:
+                call_cost_follows = False
+                continue
+            if len(fields) >= 3:
+                costs[(current_object, address)] += int(fields[2])
+    return costs
 
 
 def instructions_per_request(binary, extra_env, url, requests, concurrency):
     """Steady-state instructions per request: the cost of 2 x `requests` more requests, divided."""
-    small = min(instructions(binary, extra_env, url, requests, concurrency) for _ in range(2))
-    large = min(instructions(binary, extra_env, url, 3 * requests, concurrency) for _ in range(2))
+    small = min(callgrind(binary, extra_env, url, requests, concurrency, total_instructions) for _ in range(2))
+    large = min(callgrind(binary, extra_env, url, 3 * requests, concurrency, total_instructions) for _ in range(2))
     return (large - small) / (2 * requests)
+
+
+def code_footprint(binary, extra_env, url, requests, concurrency):
+    """The 64-byte lines of code a request runs in steady state (an instruction counts when the
+    2 x `requests` extra requests ran it at least `requests` more times), per object file."""
+    small = callgrind(binary, extra_env, url, requests, concurrency, instruction_costs, dump_instructions=True)
+    large = callgrind(binary, extra_env, url, 3 * requests, concurrency, instruction_costs, dump_instructions=True)
+    lines = collections.defaultdict(set)
+    for (code_object, address), count in large.items():
+        if count - small.get((code_object, address), 0) >= requests:
+            lines[os.path.basename(code_object or "?")].add(address // 64)
+    return {code_object: len(found) for code_object, found in lines.items()}
 
 
 def main():
@@ -96,13 +170,31 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--instructions", action="store_true",
                         help="count instructions per request under callgrind instead of timing")
+    parser.add_argument("--footprint", action="store_true",
+                        help="count the lines of code a request runs, under callgrind, instead of timing")
     arguments = parser.parse_args()
     for binary in {BRICK, C_CLIENT}:
         if not os.access(binary, os.X_OK):
             sys.exit(f"{binary} is missing (swift build -c release in Benchmarks/, and compare.sh once for the C peer)")
 
+    counted = [(name, env, binary) for name, env, binary in MODES if env.get("BRICK_BENCH_MODE") != "async"]
+    if arguments.footprint:
+        footprints = {name: code_footprint(binary, env, arguments.url, arguments.requests, arguments.concurrency)
+                      for name, env, binary in counted}
+        print(f"{arguments.url} c{arguments.concurrency}: 64-byte lines of code run per request, steady state")
+        print("| client | all | libcurl | libc | Swift (our code, runtime, Foundation) | other |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for name, _, _ in counted:
+            lines = footprints[name]
+            curl = sum(count for code_object, count in lines.items() if code_object.startswith("libcurl"))
+            libc = lines.get("libc.so.6", 0)
+            swift = sum(count for code_object, count in lines.items()
+                        if code_object in ("brick-bench",) or code_object.startswith(("libswift", "libFoundation")))
+            total = sum(lines.values())
+            print(f"| {name} | {total} ({total * 64 // 1024} KiB) | {curl} | {libc} | {swift} | "
+                  f"{total - curl - libc - swift} |")
+        return
     if arguments.instructions:
-        counted = [(name, env, binary) for name, env, binary in MODES if env.get("BRICK_BENCH_MODE") != "async"]
         counts = {name: instructions_per_request(binary, env, arguments.url, arguments.requests,
                                                  arguments.concurrency)
                   for name, env, binary in counted}
