@@ -23,6 +23,8 @@ public final class RequestLifecycle: Sendable {
         var state: RequestState = .waiting
         var retryCount = 0
         var task: TransportTask?
+        /// The destination's reachability when the last attempt failed for want of a network.
+        var reachabilityAtFailure: ReachabilityStatus?
     }
 
     private let storage = Mutex(Storage())
@@ -85,6 +87,21 @@ public final class RequestLifecycle: Sendable {
 
     /// Whether the request was cancelled.
     var isCancelled: Bool { storage.withLock { $0.state == .cancelled } }
+
+    /// Records the destination's reachability as it was when an attempt failed for want of a
+    /// network, for the retry engine, which runs later.
+    func noteReachabilityAtFailure(_ status: ReachabilityStatus) {
+        storage.withLock { $0.reachabilityAtFailure = status }
+    }
+
+    /// The status recorded by ``noteReachabilityAtFailure(_:)`` for the last attempt, if any;
+    /// cleared, so that it is never read for a later attempt.
+    func takeReachabilityAtFailure() -> ReachabilityStatus? {
+        storage.withLock { storage in
+            defer { storage.reachabilityAtFailure = nil }
+            return storage.reachabilityAtFailure
+        }
+    }
 
     /// Cancels the request. Returns the state it was in before (so a waiting request's handler can
     /// be told); does nothing once completed.

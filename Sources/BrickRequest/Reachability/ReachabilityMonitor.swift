@@ -18,6 +18,11 @@ public enum ReachabilityStatus: Sendable, Hashable {
 public protocol ReachabilityMonitor: Sendable {
     /// The current status of a destination host.
     ///
+    /// Called from any thread: by the session when a request starts and after each failed
+    /// attempt, and, for a failure that means "no network", on the transport's own thread as the
+    /// failure arrives (so that the retry engine judges it by the network the attempt met). Answer
+    /// quickly and never block.
+    ///
     /// - Parameter host: A host name or IP address.
     /// - Returns: The status.
     func status(for host: String) -> ReachabilityStatus

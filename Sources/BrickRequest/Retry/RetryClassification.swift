@@ -65,6 +65,12 @@ public enum RetryClassification {
         return (.backOffAndRetry, "status \(status): the server asks to try later")
     }
 
+    /// Whether a failure of this kind means the network is down (the ``RetryVerdict/parkUntilOnline``
+    /// class), so that the destination's reachability decides what happens next.
+    static func waitsForNetwork(_ kind: TransportError.Kind) -> Bool {
+        base(kind).0 == .parkUntilOnline
+    }
+
     private static func base(_ kind: TransportError.Kind) -> (RetryVerdict, String) {
         switch kind {
         case .notConnected: return (.parkUntilOnline, "no route to the host: wait for the network")

@@ -105,6 +105,7 @@ final class Exchange: Sendable {
             session.callbacks.submit(self, result)
             return
         }
+        session.noteReachability(after: result, of: request, lifecycle: lifecycle)
         Task { [self] in
             // No authenticator on this path, so the loop cannot fail with an authentication error.
             let final =
@@ -290,9 +291,25 @@ extension Session {
         let transport = self.transport
         return await withUnsafeContinuation {
             (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
-            let task = transport.start(request) { continuation.resume(returning: $0) }
+            let task = transport.start(request) { result in
+                if case .failure = result { self.noteReachability(after: result, of: request, lifecycle: lifecycle) }
+                continuation.resume(returning: result)
+            }
             lifecycle.attach(task)
         }
+    }
+
+    /// For a failure that means "no network", records the destination's reachability at once, on
+    /// the thread that delivers the failure. The retry engine reads it later, after a hop to a
+    /// task: by then the network may be back, and a failure it met while down must still park
+    /// (spending no attempt) rather than count as a retry.
+    func noteReachability(
+        after result: Result<TransportResponse, TransportError>,
+        of request: TransportRequest,
+        lifecycle: RequestLifecycle
+    ) {
+        guard case .failure(let error) = result, RetryClassification.waitsForNetwork(error.kind) else { return }
+        lifecycle.noteReachabilityAtFailure(reachability.status(for: request.host))
     }
 
     /// Whether the retry engine needs to look at this result (cheap: most results skip it).
@@ -351,7 +368,8 @@ extension Session {
             case .failure(let error):
                 outcome = .failure(error)
             }
-            let status = reachability.status(for: host)
+            // The network as the failed attempt met it, if recorded (see `noteReachability`).
+            let status = lifecycle.takeReachabilityAtFailure() ?? reachability.status(for: host)
             let action = engine.attemptFinished(
                 outcome,
                 elapsed: clock.elapsed(),

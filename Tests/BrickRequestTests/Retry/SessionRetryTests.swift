@@ -2,6 +2,7 @@ import BrickRequest
 import BrickTestServer
 import BrickTesting
 import Foundation
+import Synchronization
 import Testing
 
 /// A GET or POST endpoint whose session, URL, method and retry configuration are given.
@@ -42,6 +43,32 @@ func eventually(_ condition: () -> Bool, sourceLocation: SourceLocation = #_sour
         }
         await Task.yield()
     }
+}
+
+/// The network is down exactly while a transport delivers a result, as seen from the delivering
+/// thread, and up for every other look: the retry engine must judge a failure by the network the
+/// attempt met, however late it runs.
+final class DownWhileDelivering: Transport, ReachabilityMonitor {
+    let inner: any Transport
+    private let deliveringThread = Mutex<pthread_t?>(nil)
+    init(_ inner: any Transport) { self.inner = inner }
+
+    func start(
+        _ request: TransportRequest,
+        completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void
+    ) -> TransportTask {
+        inner.start(request) { result in
+            self.deliveringThread.withLock { $0 = pthread_self() }
+            completion(result)
+            self.deliveringThread.withLock { $0 = nil }
+        }
+    }
+
+    func status(for host: String) -> ReachabilityStatus {
+        deliveringThread.withLock { $0 == pthread_self() } ? .unreachable : .reachable
+    }
+
+    func changes() -> AsyncStream<Void> { AsyncStream { _ in } }
 }
 
 @Suite("The session retries: ManualClock, StubTransport, ManualReachability")
@@ -149,6 +176,29 @@ struct SessionRetryTests {
         stub.stub(.get, "/feed", .status(.ok))
         let response = await Flaky("https://api.example.com/feed", session: session, retry: .init()).response()
         #expect(response.status == .ok)
+    }
+
+    @Test("a failure met while offline parks (no attempt spent) even when the engine runs after the network is back")
+    func reachabilityJudgedAtFailure() async throws {
+        for viaHandler in [true, false] {
+            let stub = StubTransport(clock: clock)
+            stub.stub(.get, "/feed", .failure(.notConnected), .status(.ok))
+            let network = DownWhileDelivering(stub)
+            let session = Session(transport: network, reachability: network, clock: clock)
+            // breakTime 0: if the failure were counted as a retry, the retry would go at once.
+            let request = Flaky("https://api.example.com/feed", session: session, retry: .init(breakTime: .zero))
+            let response: Response<Data, BrickError>
+            if viaHandler {
+                let delivered = Delivered<Response<Data, BrickError>>()
+                request.response { delivered.add($0) }.resume()
+                response = try await delivered.first()
+            } else {
+                response = await request.response()
+            }
+            #expect(response.status == .ok, "via handler: \(viaHandler)")
+            #expect(response.retryCount == 0, "via handler: \(viaHandler)")
+            #expect(stub.requests.count == 2, "via handler: \(viaHandler)")
+        }
     }
 
     @Test("cancel() during a backoff wait delivers the cancellation at once, via response(_:)")
