@@ -36,7 +36,7 @@ public final class ManualClock: Clock, Sendable {
         var waiters: [Waiter] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     /// Creates a clock at offset zero.
     public init() {}
@@ -61,7 +61,7 @@ public final class ManualClock: Clock, Sendable {
             state.nextID += 1
             return state.nextID
         }
-        let resumed = Mutex(false)
+        let resumed = Lock(false)
         await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
                 let resumeOnce: @Sendable () -> Void = {

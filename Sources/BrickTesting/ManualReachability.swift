@@ -12,13 +12,13 @@ public final class ManualReachability: ReachabilityMonitor {
         var subscribers: [UUID: AsyncStream<Void>.Continuation] = [:]
     }
 
-    private let state: Mutex<State>
+    private let state: Lock<State>
 
     /// Creates a monitor.
     ///
     /// - Parameter status: The initial status of every destination.
     public init(_ status: ReachabilityStatus = .reachable) {
-        state = Mutex(State(status: status))
+        state = Lock(State(status: status))
     }
 
     /// Changes the status of every destination (or of one host) and notifies subscribers.

@@ -111,7 +111,7 @@ public final class StubTransport: Transport {
         var nextID = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let clock: ManualClock?
     private let queue = DispatchQueue(label: "BrickTesting.StubTransport")
 

@@ -71,9 +71,9 @@ final class VethLab: Sendable {
 /// Counts the attempts that reach the transport.
 final class CountingTransport: Transport {
     let inner: any Transport
-    let attempts = Mutex(0)
+    let attempts = Lock(0)
     /// Every failed attempt, for the failure messages.
-    let failures = Mutex<[String]>([])
+    let failures = Lock<[String]>([])
     init(_ inner: any Transport) { self.inner = inner }
     func networkDidChange() { inner.networkDidChange() }
     func start(
@@ -156,7 +156,7 @@ struct NamespaceReachabilityTests {
     @Test("links that carry no routes coming and going are not changes; a new route is")
     func unrelatedLinks() async throws {
         let reachability = try NetlinkReachability(debounce: .milliseconds(20))
-        let notifications = Mutex(0)
+        let notifications = Lock(0)
         let changes = reachability.changes()
         let listener = Task {
             for await _ in changes { notifications.withLock { $0 += 1 } }

@@ -1,3 +1,4 @@
+import BrickRequest
 import Foundation
 import Synchronization
 import Testing
@@ -19,7 +20,7 @@ final class NginxFixture: Sendable {
     var serverCertificate: String { directory + "/server.pem" }
 
     /// Pipes kept open for the life of the test process (their closing stops the watchdogs).
-    private static let lifelines = Mutex<[Int32]>([])
+    private static let lifelines = Lock<[Int32]>([])
 
     static let shared: Result<NginxFixture, FixtureError> = Result { try NginxFixture() }.mapError {
         $0 as? FixtureError ?? FixtureError(message: "\($0)")

@@ -35,7 +35,7 @@ public final class Authenticator: Sendable {
     }
 
     private let provider: any CredentialProvider
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     /// Creates an authenticator.
     ///

@@ -27,7 +27,7 @@ public final class RequestLifecycle: Sendable {
         var reachabilityAtFailure: ReachabilityStatus?
     }
 
-    private let storage = Mutex(Storage())
+    private let storage = Lock(Storage())
 
     /// Creates a lifecycle in ``RequestState/waiting``.
     public init() {}

@@ -74,7 +74,7 @@ final class CallbackDispatcher: Sendable {
     /// The transport's ``Transport/scheduleOnTransportThread(_:)``, set when drains may run on its
     /// thread (a closure: calling it costs less than copying the transport's existential).
     private let scheduleOnTransportThread: (@Sendable (@escaping @Sendable () -> Void) -> Bool)?
-    private let pending = Mutex(Pending())
+    private let pending = Lock(Pending())
 
     init(_ callbackQueue: CallbackQueue, transport: any Transport) {
         switch callbackQueue.kind {

@@ -104,7 +104,7 @@ extension Transport {
 
 /// Holds a task handle that may arrive after cancellation was requested.
 private final class TaskBox: Sendable {
-    private let state = Mutex<(task: TransportTask?, cancelled: Bool)>((nil, false))
+    private let state = Lock<(task: TransportTask?, cancelled: Bool)>((nil, false))
 
     func set(_ task: TransportTask) {
         let cancelNow = state.withLock { state -> Bool in

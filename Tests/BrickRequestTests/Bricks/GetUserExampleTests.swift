@@ -82,7 +82,7 @@ struct GetUserExampleTests {
 
 /// Collects values delivered to callbacks, and waits for them without fixed sleeps.
 final class Delivered<Value: Sendable>: Sendable {
-    private let values = Mutex<[Value]>([])
+    private let values = Lock<[Value]>([])
 
     func add(_ value: Value) { values.withLock { $0.append(value) } }
     var count: Int { values.withLock { $0.count } }

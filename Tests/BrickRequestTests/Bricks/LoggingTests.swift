@@ -13,7 +13,7 @@ final class LogRecords: Sendable {
         var metadata: [String: String]
     }
 
-    private let records = Mutex<[Record]>([])
+    private let records = Lock<[Record]>([])
 
     var all: [Record] { records.withLock { $0 } }
 

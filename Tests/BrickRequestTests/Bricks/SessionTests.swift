@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 
 final class RecordingMonitor: EventMonitor {
-    let events = Mutex<[String]>([])
+    let events = Lock<[String]>([])
     func requestDidStart(_ request: TransportRequest) { events.withLock { $0.append("start \(request.head.method)") } }
     func request(_ request: TransportRequest, didCompleteWith result: Result<TransportResponse, TransportError>) {
         events.withLock { $0.append("complete \((try? result.get())?.status.code ?? -1)") }

@@ -6,9 +6,9 @@ import Testing
 
 /// A token store: starts with a stale token; refresh() swaps in a fresh one after `delay`.
 final class TokenProvider: CredentialProvider {
-    private let token = Mutex("stale")
+    private let token = Lock("stale")
     private let fails: Bool
-    let refreshes = Mutex(0)
+    let refreshes = Lock(0)
     init(fails: Bool = false) { self.fails = fails }
 
     func authorizationHeaders() async throws -> [String: String] {

@@ -50,7 +50,7 @@ func eventually(_ condition: () -> Bool, sourceLocation: SourceLocation = #_sour
 /// attempt met, however late it runs.
 final class DownWhileDelivering: Transport, ReachabilityMonitor {
     let inner: any Transport
-    private let deliveringThread = Mutex<pthread_t?>(nil)
+    private let deliveringThread = Lock<pthread_t?>(nil)
     init(_ inner: any Transport) { self.inner = inner }
 
     func start(

@@ -108,7 +108,7 @@ struct CurlTransportBasicsTests {
     @Test("upload and download progress reach their totals")
     func progress() async throws {
         try await withServer { server in
-            let seen = Mutex<[TransportRequest.Progress]>([])
+            let seen = Lock<[TransportRequest.Progress]>([])
             let upload = Data(repeating: 0x41, count: 100_000)
             let options = TransportRequest.Options(progress: { progress in seen.withLock { $0.append(progress) } })
             _ = try await transport.send(

@@ -198,7 +198,7 @@ struct CurlTransportErrorTests {
 
 /// Collects completions from transport callbacks.
 final class ResultsBox: Sendable {
-    private let results = Mutex<[Result<TransportResponse, TransportError>]>([])
+    private let results = Lock<[Result<TransportResponse, TransportError>]>([])
 
     func add(_ result: Result<TransportResponse, TransportError>) {
         results.withLock { $0.append(result) }

@@ -9,7 +9,7 @@ import Testing
 /// returns the thread each handler ran on.
 private func chainedHandlerThreads(_ url: String, _ session: Session, count: Int) async -> [UInt] {
     final class Chain: Sendable {
-        let threads = Mutex<[UInt]>([])
+        let threads = Lock<[UInt]>([])
         let url: String
         let session: Session
         let count: Int
@@ -29,7 +29,7 @@ private func chainedHandlerThreads(_ url: String, _ session: Session, count: Int
         }
     }
     return await withCheckedContinuation { (continuation: CheckedContinuation<[UInt], Never>) in
-        let chain = Mutex<Chain?>(nil)
+        let chain = Lock<Chain?>(nil)
         let created = Chain(url: url, session: session, count: count) {
             continuation.resume(returning: chain.withLock { $0?.threads.withLock { $0 } ?? [] })
             chain.withLock { $0 = nil }
@@ -205,7 +205,7 @@ struct StallTakeoverStressTests {
             let url = server.baseURL + "/bytes/64"
             let inside = Atomic<Int>(0)
             let overlaps = Atomic<Int>(0)
-            let calls = Mutex<[Int: Int]>([:])
+            let calls = Lock<[Int: Int]>([:])
             let total = 300
             // Handlers through the session's default queue: a third of them block for 1–3 ms.
             async let handlers: Void = withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

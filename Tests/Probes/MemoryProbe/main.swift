@@ -25,7 +25,7 @@ defer { unlink(path) }
 let server = try BrickTestServer.start()
 let transport = CurlTransport()
 let before = residentBytes()
-let peak = Mutex(before)
+let peak = Lock(before)
 let options = TransportRequest.Options(
     destination: .file(path: path),
     progress: { _ in

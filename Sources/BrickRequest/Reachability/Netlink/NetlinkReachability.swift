@@ -131,7 +131,7 @@ public final class NetlinkReachability: ReachabilityMonitor {
 
 /// Fans one notification out to every subscriber. One lock guards the subscriber list.
 final class Broadcaster: Sendable {
-    private let subscribers = Mutex<[UUID: AsyncStream<Void>.Continuation]>([:])
+    private let subscribers = Lock<[UUID: AsyncStream<Void>.Continuation]>([:])
 
     func subscribe() -> AsyncStream<Void> {
         let id = UUID()

@@ -17,7 +17,7 @@ final class BodyBufferPool: Sendable {
     static let smallestShift = 12
     static let largestShift = 22
     /// Idle buffers per class, as addresses (raw pointers are not `Sendable`; the pool owns them).
-    private let idle = Mutex<[[UInt]]>(
+    private let idle = Lock<[[UInt]]>(
         Array(repeating: [], count: largestShift - smallestShift + 1)
     )
 

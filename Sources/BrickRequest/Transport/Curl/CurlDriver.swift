@@ -22,11 +22,11 @@ import Synchronization
 /// changes hands through one atomic compare-and-exchange (acquire/release), so the driver state is
 /// handed over complete; the old leader touches none of it afterwards.
 ///
-/// `@unchecked Sendable`: `inbox` is guarded by its `Mutex` and the diagnostic counts are atomics;
+/// `@unchecked Sendable`: `inbox` is guarded by its lock and the diagnostic counts are atomics;
 /// the multi handle, the easy handles and every other mutable field are touched only by the thread
 /// holding the lease (`curl_multi_wakeup`, documented as callable from any thread, is the one
 /// exception).
-final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts atomic; the rest by the lease holder only
+final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts atomic; the rest by the lease holder only
     enum Command {
         case start(Transfer)
         case cancel(Transfer)
@@ -59,7 +59,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its Mutex, counts 
         let takeovers = Atomic<Int>(0)
     }
 
-    private let inbox = Mutex(Inbox())
+    private let inbox = Lock(Inbox())
     /// Bumped after every submission from another thread: what the driver watches while it spins.
     private let submissions = Atomic<UInt64>(0)
     /// ``CurlTransport/Configuration/handOffSpin`` in nanoseconds.
