@@ -292,7 +292,7 @@ extension Session {
         return await withUnsafeContinuation {
             (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
             let task = transport.start(request) { result in
-                if case .failure = result { self.noteReachability(after: result, of: request, lifecycle: lifecycle) }
+                self.noteReachability(after: result, of: request, lifecycle: lifecycle)
                 continuation.resume(returning: result)
             }
             lifecycle.attach(task)
