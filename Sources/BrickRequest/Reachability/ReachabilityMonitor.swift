@@ -18,10 +18,11 @@ public enum ReachabilityStatus: Sendable, Hashable {
 public protocol ReachabilityMonitor: Sendable {
     /// The current status of a destination host.
     ///
-    /// Called from any thread: by the session when a request starts and after each failed
-    /// attempt, and, for a failure that means "no network", on the transport's own thread as the
-    /// failure arrives (so that the retry engine judges it by the network the attempt met). Answer
-    /// quickly and never block.
+    /// Called from any thread, and only where the answer matters: on the transport's own thread
+    /// as a failure that means "no network" arrives (so that the retry engine judges it by the
+    /// network the attempt met), while a parked request waits for a route, and before a first
+    /// attempt when `failWhenNotReachable` is set. Responses and other failures (a `503`, a
+    /// timeout) cost no lookup. Answer quickly and never block.
     ///
     /// - Parameter host: A host name or IP address.
     /// - Returns: The status.

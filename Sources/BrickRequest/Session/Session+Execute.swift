@@ -361,15 +361,20 @@ extension Session {
         while true {
             if lifecycle.isCancelled { return .failure(TransportError(.cancelled, message: "cancelled")) }
             let outcome: RetryEngine.Outcome
+            // The network matters only to a failure that means "no network": other outcomes cost
+            // no route lookup.
+            var status = ReachabilityStatus.unknown
             switch result {
             case .success(let response):
                 let retryAfter = response.headerFields[.retryAfter].flatMap { RetryAfterParsing.delay($0, now: Date()) }
                 outcome = .response(status: response.status.code, retryAfter: retryAfter)
             case .failure(let error):
                 outcome = .failure(error)
+                if RetryClassification.waitsForNetwork(error.kind) {
+                    // The network as the failed attempt met it, if recorded (see `noteReachability`).
+                    status = lifecycle.takeReachabilityAtFailure() ?? reachability.status(for: host)
+                }
             }
-            // The network as the failed attempt met it, if recorded (see `noteReachability`).
-            let status = lifecycle.takeReachabilityAtFailure() ?? reachability.status(for: host)
             let action = engine.attemptFinished(
                 outcome,
                 elapsed: clock.elapsed(),

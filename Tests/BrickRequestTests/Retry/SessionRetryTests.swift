@@ -71,6 +71,19 @@ final class DownWhileDelivering: Transport, ReachabilityMonitor {
     func changes() -> AsyncStream<Void> { AsyncStream { _ in } }
 }
 
+/// A monitor that counts how often it is asked, and answers "reachable".
+final class CountingReachability: ReachabilityMonitor {
+    private let queries = Lock(0)
+    var count: Int { queries.withLock { $0 } }
+
+    func status(for host: String) -> ReachabilityStatus {
+        queries.withLock { $0 += 1 }
+        return .reachable
+    }
+
+    func changes() -> AsyncStream<Void> { AsyncStream { _ in } }
+}
+
 @Suite("The session retries: ManualClock, StubTransport, ManualReachability")
 struct SessionRetryTests {
     let clock = ManualClock()
@@ -199,6 +212,25 @@ struct SessionRetryTests {
             #expect(response.retryCount == 0, "via handler: \(viaHandler)")
             #expect(stub.requests.count == 2, "via handler: \(viaHandler)")
         }
+    }
+
+    @Test("the network is looked up only for a failure that means no network, not for a retried status")
+    func reachabilityLookedUpOnlyWhenItMatters() async throws {
+        let monitor = CountingReachability()
+        let session = Session(transport: stub, reachability: monitor, clock: clock)
+        stub.stub(.get, "/busy", .status(.serviceUnavailable), .status(.serviceUnavailable), .status(.ok))
+        let busy = await Flaky("https://api.example.com/busy", session: session, retry: .init(breakTime: .zero))
+            .response()
+        #expect(busy.status == .ok)
+        #expect(busy.retryCount == 2)
+        #expect(monitor.count == 0)
+        // A no-network failure is judged by the route: one lookup, on the thread that delivers it.
+        stub.stub(.get, "/offline", .failure(.notConnected), .status(.ok))
+        let offline = await Flaky("https://api.example.com/offline", session: session, retry: .init(breakTime: .zero))
+            .response()
+        #expect(offline.status == .ok)
+        #expect(offline.retryCount == 1)
+        #expect(monitor.count == 1)
     }
 
     @Test("cancel() during a backoff wait delivers the cancellation at once, via response(_:)")
