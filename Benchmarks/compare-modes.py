@@ -29,6 +29,24 @@ for its code's size more than for its instruction count.
 Both leave the two `value` modes out: valgrind 3.19 (Debian 12) dies with SIGSEGV on Swift
 concurrency's executor threads.
 
+    Benchmarks/compare-modes.py --critical-path URL REQUESTS 1
+
+splits each request of a one-at-a-time (c1) run in two, from the kernel's side, with two syscall
+tracepoints under `perf record`: *client* time, from the first read of a response to the send of the
+next request (everything the client does to finish one request and start the next), and *wait*
+time, from that send to the next response's first read (the kernel, the server, and the client's
+own sleep and wake-up). The median of each over the run, then over ROUNDS interleaved rounds. Unlike
+rps these medians repeat to about a microsecond on a noisy machine, and they say where a c1 gap
+lies. Needs `perf` and permission to trace syscalls (root, or perf_event_paranoid at most 1 with
+tracefs readable).
+
+The timed mode also runs `keep-bodies.c` (built here with `cc`, next to brick-bench), a raw libcurl
+client with the C peers' poll loop that keeps every body instead of counting its bytes, twice: with
+one buffer per easy handle reused for the whole run ("keeps bodies, reused buffer", the cheapest a C
+program can keep a body) and with a buffer allocated per response and freed when it is done ("keeps
+bodies, malloc per response"). Its ratios say what keeping bodies costs by itself, apart from
+BrickRequest.
+
 Needs `swift build -c release` in Benchmarks/ and the C peer that compare.sh builds
 (`$BENCH_CACHE_DIR/bin/curl_multi`, default ~/.cache/http-bench), and a server (compare.sh's
 server.sh). BENCH_CA_FILE is passed through for https.
@@ -49,15 +67,30 @@ BRICK = os.path.join(HERE, ".build", "release", "brick-bench")
 CACHE = os.environ.get("BENCH_CACHE_DIR", os.path.expanduser("~/.cache/http-bench"))
 C_CLIENT = os.path.join(CACHE, "bin", "curl_multi")
 
+KEEP_BODIES_SOURCE = os.path.join(HERE, "keep-bodies.c")
+KEEP_BODIES = os.path.join(HERE, ".build", "keep-bodies")
+
 MODES = [
     ("C socket", {}, C_CLIENT),
     ("C poll", {"CURL_MULTI_API": "poll"}, C_CLIENT),
+    ("C poll, keeps bodies, reused buffer", {"KEEP_BODIES": "reuse"}, KEEP_BODIES),
+    ("C poll, keeps bodies, malloc per response", {"KEEP_BODIES": "malloc"}, KEEP_BODIES),
     ("transport", {"BRICK_BENCH_MODE": "transport"}, BRICK),
     ("response(_:) default queue", {"BRICK_BENCH_MODE": "callback"}, BRICK),
     ("response(_:) .transportThread", {"BRICK_BENCH_MODE": "callback", "BRICK_BENCH_CALLBACK_QUEUE": "transport"}, BRICK),
     ("value", {"BRICK_BENCH_MODE": "async"}, BRICK),
     ("value on taskExecutor", {"BRICK_BENCH_MODE": "async", "BRICK_BENCH_EXECUTOR": "transport"}, BRICK),
 ]
+
+
+def build_keep_bodies():
+    """Compiles keep-bodies.c next to brick-bench when the binary is missing or older."""
+    if os.path.exists(KEEP_BODIES) and os.path.getmtime(KEEP_BODIES) >= os.path.getmtime(KEEP_BODIES_SOURCE):
+        return
+    command = ["cc", "-O2", "-Wall", "-o", KEEP_BODIES, KEEP_BODIES_SOURCE, "-lcurl"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{shlex.join(command)} failed: {done.stderr}")
 
 
 def run(binary, extra_env, url, requests, concurrency):
@@ -162,6 +195,49 @@ def code_footprint(binary, extra_env, url, requests, concurrency):
     return {code_object: len(found) for code_object, found in lines.items()}
 
 
+def critical_path(binary, extra_env, url, requests):
+    """Median client and wait time per request, in microseconds, of one c1 run (see the module doc)."""
+    env = dict(os.environ, **extra_env)
+    with tempfile.TemporaryDirectory() as directory:
+        data = os.path.join(directory, "perf.data")
+        # Request sends (the 1-byte sends are curl_multi_wakeup's) and reads that returned data.
+        command = ["perf", "record", "-q", "-o", data,
+                   "-e", "syscalls:sys_enter_sendto", "--filter", "len > 1",
+                   "-e", "syscalls:sys_exit_recvfrom", "--filter", "ret > 1",
+                   binary, url, str(requests), "1"]
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        lines = done.stdout.strip().splitlines()
+        if done.returncode != 0 or not lines or f" ok={requests} " not in lines[-1]:
+            sys.exit(f"{shlex.join(command)} failed: {done.stdout}{done.stderr[-2000:]}")
+        script = subprocess.run(["perf", "script", "--ns", "-i", data, "-F", "tid,time,event"],
+                                capture_output=True, text=True, check=True).stdout
+    events = []
+    for line in script.splitlines():
+        match = re.match(r"\s*(\d+)\s+([\d.]+):\s+syscalls:(sys_enter_sendto|sys_exit_recvfrom)", line)
+        if match:
+            events.append((int(match.group(1)), float(match.group(2)), match.group(3) == "sys_enter_sendto"))
+    # The thread that sends the requests (the driver, or the C client's only thread).
+    senders = collections.Counter(tid for tid, _, is_send in events if is_send)
+    if not senders:
+        sys.exit(f"{shlex.join(command)}: no request was traced (is perf allowed to trace syscalls?)")
+    sender = senders.most_common(1)[0][0]
+    client, wait = [], []
+    sent = first_read = None
+    for tid, time, is_send in events:
+        if tid != sender:
+            continue
+        if is_send:
+            if sent is not None and first_read is not None:
+                wait.append((first_read - sent) * 1e6)
+                client.append((time - first_read) * 1e6)
+            sent, first_read = time, None
+        elif sent is not None and first_read is None:
+            first_read = time
+    # The first tenth is warm-up (connection, first requests).
+    skip = len(client) // 10
+    return statistics.median(client[skip:]), statistics.median(wait[skip:])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url")
@@ -172,12 +248,38 @@ def main():
                         help="count instructions per request under callgrind instead of timing")
     parser.add_argument("--footprint", action="store_true",
                         help="count the lines of code a request runs, under callgrind, instead of timing")
+    parser.add_argument("--critical-path", action="store_true",
+                        help="split each c1 request into client and wait time with syscall tracepoints (perf)")
     arguments = parser.parse_args()
     for binary in {BRICK, C_CLIENT}:
         if not os.access(binary, os.X_OK):
             sys.exit(f"{binary} is missing (swift build -c release in Benchmarks/, and compare.sh once for the C peer)")
 
-    counted = [(name, env, binary) for name, env, binary in MODES if env.get("BRICK_BENCH_MODE") != "async"]
+    peers_only = {C_CLIENT, BRICK}
+    if arguments.critical_path:
+        if arguments.concurrency != 1:
+            sys.exit("--critical-path measures one request at a time: give CONCURRENCY 1")
+        traced = [(name, env, binary) for name, env, binary in MODES if binary in peers_only]
+        client = {name: [] for name, _, _ in traced}
+        wait = {name: [] for name, _, _ in traced}
+        for _ in range(arguments.rounds):
+            for name, env, binary in traced:
+                run_client, run_wait = critical_path(binary, env, arguments.url, arguments.requests)
+                client[name].append(run_client)
+                wait[name].append(run_wait)
+        best = min(statistics.median(client["C socket"]) + statistics.median(wait["C socket"]),
+                   statistics.median(client["C poll"]) + statistics.median(wait["C poll"]))
+        print(f"{arguments.url} x{arguments.requests} c1, {arguments.rounds} interleaved rounds: "
+              "microseconds per request, medians")
+        print("| client | client time | wait time | cycle | vs faster C cycle |")
+        print("|---|---:|---:|---:|---:|")
+        for name, _, _ in traced:
+            mine, theirs = statistics.median(client[name]), statistics.median(wait[name])
+            print(f"| {name} | {mine:.1f} | {theirs:.1f} | {mine + theirs:.1f} | {best / (mine + theirs):.2f} |")
+        return
+
+    counted = [(name, env, binary) for name, env, binary in MODES
+               if binary in peers_only and env.get("BRICK_BENCH_MODE") != "async"]
     if arguments.footprint:
         footprints = {name: code_footprint(binary, env, arguments.url, arguments.requests, arguments.concurrency)
                       for name, env, binary in counted}
@@ -206,7 +308,10 @@ def main():
             print(f"| {name} | {counts[name] / 1000:.1f}k | {counts[name] / best:.3f} |")
         return
 
+    build_keep_bodies()
+    keeper = "C poll, keeps bodies, reused buffer"
     ratios = {name: [] for name, _, _ in MODES}
+    kept = {name: [] for name, _, _ in MODES}
     cpus = {name: [] for name, _, _ in MODES}
     for _ in range(arguments.rounds):
         results = {name: run(binary, env, arguments.url, arguments.requests, arguments.concurrency)
@@ -214,14 +319,17 @@ def main():
         best = max(results["C socket"][0], results["C poll"][0])
         for name, (rps, cpu) in results.items():
             ratios[name].append(rps / best)
+            kept[name].append(rps / results[keeper][0])
             cpus[name].append(cpu)
 
     print(f"{arguments.url} x{arguments.requests} c{arguments.concurrency}, {arguments.rounds} interleaved rounds")
-    print(f"| client | rps vs faster C (median of paired rounds) | CPU ms / 1k req (median) |")
-    print("|---|---:|---:|")
+    print("| client | rps vs faster C peer | rps vs C keeping bodies | CPU ms / 1k req |")
+    print("|---|---:|---:|---:|")
     for name, _, _ in MODES:
-        print(f"| {name} | {statistics.median(ratios[name]):.2f} | {statistics.median(cpus[name]):.1f} |")
-
+        print(f"| {name} | {statistics.median(ratios[name]):.2f} | {statistics.median(kept[name]):.2f} | "
+              f"{statistics.median(cpus[name]):.1f} |")
+    print("Ratios: medians over the rounds of each client's rps / the other client's rps in the same round. "
+          "CPU: median.")
 
 if __name__ == "__main__":
     main()
