@@ -76,6 +76,7 @@ MODES = [
     ("C poll, keeps bodies, reused buffer", {"KEEP_BODIES": "reuse"}, KEEP_BODIES),
     ("C poll, keeps bodies, malloc per response", {"KEEP_BODIES": "malloc"}, KEEP_BODIES),
     ("transport", {"BRICK_BENCH_MODE": "transport"}, BRICK),
+    ("transport, streamed body", {"BRICK_BENCH_MODE": "stream"}, BRICK),
     ("response(_:) default queue", {"BRICK_BENCH_MODE": "callback"}, BRICK),
     ("response(_:) .transportThread", {"BRICK_BENCH_MODE": "callback", "BRICK_BENCH_CALLBACK_QUEUE": "transport"}, BRICK),
     ("value", {"BRICK_BENCH_MODE": "async"}, BRICK),

@@ -134,6 +134,21 @@ public final class StubTransport: Transport {
         state.withLock { $0.routes.append(Route(method: method, pattern: path, responses: responses)) }
     }
 
+    /// A scripted result as the request's destination receives it: with a
+    /// ``TransportRequest/ResponseDestination/stream(_:)``, the body goes to the stream in one
+    /// piece and the response has none, as from `CurlTransport`.
+    private static func streamed(
+        _ result: Result<TransportResponse, TransportError>,
+        to destination: TransportRequest.ResponseDestination
+    ) -> Result<TransportResponse, TransportError> {
+        guard case .stream(let stream) = destination, case .success(var response) = result else { return result }
+        if let body = response.body, !body.isEmpty, !body.withUnsafeBytes({ stream.receive($0) }) {
+            return .failure(TransportError(.cancelled, message: "the response body stream stopped the transfer"))
+        }
+        response.body = nil
+        return .success(response)
+    }
+
     /// Every request started, in order, as rendered.
     public var requests: [TransportRequest] { state.withLock { $0.requests } }
 
@@ -151,9 +166,10 @@ public final class StubTransport: Transport {
             state.routes[index].served += 1
             return (state.nextID, route.responses[min(route.served, route.responses.count - 1)])
         }
+        let destination = request.options.destination
         let deliver: @Sendable (Result<TransportResponse, TransportError>) -> Void = { [self] result in
-            let handler = state.withLock { $0.inFlight.removeValue(forKey: id) }
-            handler?(result)
+            guard let handler = state.withLock({ $0.inFlight.removeValue(forKey: id) }) else { return }
+            handler(Self.streamed(result, to: destination))
         }
         guard let scripted else {
             Issue.record(

@@ -11,6 +11,8 @@
 //   async      the same brick through `try await request.value`, CONCURRENCY tasks in a task group
 //              (BRICK_BENCH_EXECUTOR=transport: the tasks prefer CurlTransport.taskExecutor)
 //   transport  CurlTransport.start with completions on the driver thread (the floor of the stack)
+//   stream     the same, but each body goes to a ResponseBodyStream that counts its bytes, so no
+//              body is copied or kept (what the C peers do with bodies)
 // BENCH_CA_FILE, when set, is trusted for https (compare.sh exports the server's certificate).
 import BrickRequest
 import Dispatch
@@ -85,9 +87,19 @@ final class BenchGet: Component, GETRequestType, NonAutoRetryType, ValidatedResp
     }
 }
 
+/// Bytes handed to the `stream` mode's receiver (only the driver thread adds to it).
+let streamedBytes = Atomic<Int>(0)
+let bodyStream = ResponseBodyStream { bytes in
+    streamedBytes.add(bytes.count, ordering: .relaxed)
+    return true
+}
+
 let request: TransportRequest
 do {
-    request = try TransportRequest(method: .get, url: url)
+    request =
+        mode == "stream"
+        ? try TransportRequest(method: .get, url: url, options: .init(destination: .stream(bodyStream)))
+        : try TransportRequest(method: .get, url: url)
 } catch {
     printError("brick-bench: \(error)")
     exit(2)
@@ -175,10 +187,10 @@ var okCount = 0
 var failedCount = 0
 var lastError: String?
 switch mode {
-case "transport", "callback":
+case "transport", "stream", "callback":
     // The first wave is started from this thread; every later request from where completions run.
     counters.started = wave  // written before any request exists; afterwards only the completion thread touches it
-    for _ in 0..<wave { mode == "transport" ? launch() : launchBrick() }
+    for _ in 0..<wave { mode == "callback" ? launchBrick() : launch() }
     counters.done.wait()
     (okCount, failedCount, lastError) = (counters.ok, counters.failed, counters.lastError)
 case "async":
@@ -192,6 +204,7 @@ let elapsed = clock.now - start
 let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
 if environment["BRICK_BENCH_VERBOSE"] != nil {
     printError("brick-bench: stall takeovers: \(transport.stallTakeoverCount)")
+    if mode == "stream" { printError("brick-bench: streamed bytes: \(streamedBytes.load(ordering: .relaxed))") }
 }
 if let lastError {
     printError("brick-bench: last error: \(lastError)")

@@ -14,6 +14,9 @@ public struct TransportRequest: Sendable {
         case memory
         /// Streamed to a file at `path` (created or truncated); ``TransportResponse/body`` is `nil`.
         case file(path: String)
+        /// Handed to `stream` piece by piece as it arrives, never collected (see
+        /// ``ResponseBodyStream``); ``TransportResponse/body`` is `nil`.
+        case stream(ResponseBodyStream)
     }
 
     /// Progress of one transfer, as bytes moved so far and expected totals (0 when unknown).

@@ -480,7 +480,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         let response = TransportResponse(
             status: HTTPResponse.Status(code: min(max(status, 0), 999)),
             rawHeaders: easy.headerBlock.bytes,
-            body: transfer.fileDescriptor >= 0 ? nil : transfer.body.takeData(),
+            body: transfer.fileDescriptor >= 0 || transfer.stream != nil ? nil : transfer.body.takeData(),
             bodyFile: transfer.fileDescriptor >= 0 ? destinationPath(transfer) : nil,
             metrics: metrics(easy, transfer),
             url: transfer.url
@@ -683,7 +683,10 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         if let refusal = easy.apply(settings) { return refusal }
 
         // Response destination.
-        if case .file(let path) = options.destination {
+        transfer.stream = nil
+        if case .stream(let stream) = options.destination {
+            transfer.stream = stream
+        } else if case .file(let path) = options.destination {
             let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             if descriptor < 0 {
                 return TransportError(

@@ -20,7 +20,7 @@ import Glibc
 /// | 26 READ_ERROR | fileIO | request body could not be read |
 /// | 42 ABORTED_BY_CALLBACK | cancelled | aborted by progress callback |
 /// | 47 TOO_MANY_REDIRECTS | tooManyRedirects | (only if libcurl followed) |
-/// | 23 WRITE_ERROR | set by our callback: bodyTooLarge, invalidResponse or fileIO | |
+/// | 23 WRITE_ERROR | set by our callback: bodyTooLarge, invalidResponse, fileIO, or cancelled (a body stream stopped) | |
 /// | anything else | other | |
 enum CurlErrorMapping {
     static func error(code: CURLcode, easy: EasyHandle, transfer: Transfer) -> TransportError {

@@ -31,6 +31,8 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     @exclusivity(unchecked) var received: Int64 = 0
     @exclusivity(unchecked) var limit: Int64 = 0
     @exclusivity(unchecked) var fileDescriptor: Int32 = -1
+    /// Where the body goes when the destination is a stream.
+    @exclusivity(unchecked) var stream: ResponseBodyStream?
     @exclusivity(unchecked) var sawBody = false
     @exclusivity(unchecked) var discardingBody = false
     /// Set by a callback that aborted the transfer, to explain curl's generic result code.
@@ -194,7 +196,7 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
         if !sawBody {
             sawBody = true
             discardingBody = willFollowRedirect()
-            if !discardingBody, fileDescriptor < 0 {
+            if !discardingBody, fileDescriptor < 0, stream == nil {
                 body.start(
                     expected: contentLength > 0 && contentLength <= limit ? Int(contentLength) : nil,
                     scratch: easy.unsafelyUnwrapped.bodyScratch
@@ -226,6 +228,15 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
                     return 0
                 }
                 offset += written
+            }
+        } else if let stream {
+            guard stream.receive(UnsafeRawBufferPointer(start: pointer, count: count)) else {
+                abortError = TransportError(
+                    .cancelled,
+                    message: "the response body stream stopped the transfer",
+                    requestBytesSent: true
+                )
+                return 0
             }
         } else {
             body.append(pointer, count)

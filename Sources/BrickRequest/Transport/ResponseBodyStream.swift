@@ -1,0 +1,66 @@
+/// Receives a response body piece by piece as it arrives, instead of having it collected:
+/// ``TransportRequest/ResponseDestination/stream(_:)``.
+///
+/// For bodies too large to hold, or consumed as they come (a streaming parser, server-sent
+/// events, a checksum, a pipe to another connection). No piece is copied on the way: each is lent
+/// from the transport's receive buffer for the duration of the call.
+///
+/// ```swift
+/// // Feed the body to another process through a pipe as it arrives.
+/// let stream = ResponseBodyStream { bytes in
+///     write(pipe, bytes.baseAddress, bytes.count) == bytes.count   // `false` stops the transfer
+/// }
+/// let request = try TransportRequest(method: .get, url: url, options: .init(destination: .stream(stream)))
+/// let response = try await transport.send(request)   // response.body is nil
+/// ```
+///
+/// The receiver runs on the transport's own thread, once per piece, in order: keep it short and
+/// never block (no other transfer of the transport moves meanwhile). It gets the *decoded* bytes of
+/// the final response only, whatever its status: the bodies of followed redirects are dropped, and
+/// ``TransportRequest/Options/maxResponseSize`` (or the transport's limit) still applies to the
+/// total. The delivered ``TransportResponse`` has no ``TransportResponse/body``.
+///
+/// A request with a stream is not repeated by the transport; a caller that repeats one (a retry)
+/// hands every attempt's bytes to the receiver, so a receiver that must see one body only should
+/// start over when a piece arrives after a failed attempt.
+///
+/// Compared by identity: two streams are equal only if they are the same instance.
+public final class ResponseBodyStream: Sendable, Hashable {
+    private let receiver: @Sendable (UnsafeRawBufferPointer) -> Bool
+
+    /// Creates a stream.
+    ///
+    /// - Parameter receiver: Called with each piece of the body, on the transport's thread; the
+    ///   bytes are valid only during the call. Returns whether to go on: `false` stops the transfer,
+    ///   which then fails with ``TransportError/Kind/cancelled``.
+    public init(_ receiver: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool) {
+        self.receiver = receiver
+    }
+
+    /// Hands the next piece of the body to the receiver: what a ``Transport`` does for a request
+    /// whose destination is this stream, once per piece, in order, on one thread at a time.
+    ///
+    /// - Parameter bytes: The piece; only read during the call.
+    /// - Returns: Whether the transfer should go on; on `false` the transport stops it and fails
+    ///   it with ``TransportError/Kind/cancelled``.
+    public func receive(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        receiver(bytes)
+    }
+
+    /// Whether `lhs` and `rhs` are the same stream.
+    ///
+    /// - Parameters:
+    ///   - lhs: A stream.
+    ///   - rhs: Another stream.
+    /// - Returns: `lhs === rhs`.
+    public static func == (lhs: ResponseBodyStream, rhs: ResponseBodyStream) -> Bool {
+        lhs === rhs
+    }
+
+    /// Hashes the stream's identity.
+    ///
+    /// - Parameter hasher: The hasher.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ObjectIdentifier(self))
+    }
+}
