@@ -134,16 +134,32 @@ public final class StubTransport: Transport {
         state.withLock { $0.routes.append(Route(method: method, pattern: path, responses: responses)) }
     }
 
-    /// A scripted result as the request's destination receives it: with a
-    /// ``TransportRequest/ResponseDestination/stream(_:)``, the body goes to the stream in one
-    /// piece and the response has none, as from `CurlTransport`.
-    private static func streamed(
+    /// A scripted result as the request's destination receives it, as from `CurlTransport`: with a
+    /// ``TransportRequest/ResponseDestination/stream(_:)`` the body goes to the stream in one piece,
+    /// with a ``TransportRequest/ResponseDestination/file(path:)`` it is written to the file; either
+    /// way the response then has no body.
+    private static func delivered(
         _ result: Result<TransportResponse, TransportError>,
         to destination: TransportRequest.ResponseDestination
     ) -> Result<TransportResponse, TransportError> {
-        guard case .stream(let stream) = destination, case .success(var response) = result else { return result }
-        if let body = response.body, !body.isEmpty, !body.withUnsafeBytes({ stream.receive($0) }) {
-            return .failure(TransportError(.cancelled, message: "the response body stream stopped the transfer"))
+        guard case .success(var response) = result else { return result }
+        let body = response.body ?? Data()
+        switch destination {
+        case .memory:
+            return result
+        case .stream(let stream):
+            if !body.isEmpty, !body.withUnsafeBytes({ stream.receive($0) }) {
+                return .failure(TransportError(.cancelled, message: "the response body stream stopped the transfer"))
+            }
+        case .file(let path):
+            do {
+                try body.write(to: URL(fileURLWithPath: path))
+            } catch {
+                return .failure(
+                    TransportError(.fileIO, message: "cannot write the response body file \(path): \(error)")
+                )
+            }
+            response.bodyFile = path
         }
         response.body = nil
         return .success(response)
@@ -169,7 +185,7 @@ public final class StubTransport: Transport {
         let destination = request.options.destination
         let deliver: @Sendable (Result<TransportResponse, TransportError>) -> Void = { [self] result in
             guard let handler = state.withLock({ $0.inFlight.removeValue(forKey: id) }) else { return }
-            handler(Self.streamed(result, to: destination))
+            handler(Self.delivered(result, to: destination))
         }
         guard let scripted else {
             Issue.record(

@@ -27,6 +27,10 @@ public protocol RequestType: AnyObject {
     /// The authenticator that signs each attempt, or `nil`. Default `nil`;
     /// ``AuthenticatedRequestType`` supplies one.
     var requestAuthenticator: Authenticator? { get }
+    /// Where the response body goes: collected in memory (``TransportResponse/body``), written to a
+    /// file, or lent to a ``ResponseBodyStream`` piece by piece. Default
+    /// ``TransportRequest/ResponseDestination/memory``; ``DownloadResponseType`` supplies a file.
+    var responseDestination: TransportRequest.ResponseDestination { get }
 }
 
 extension RequestType {
@@ -48,4 +52,6 @@ extension RequestType {
     public var idempotencyKey: String? { nil }
     /// No authenticator.
     public var requestAuthenticator: Authenticator? { nil }
+    /// In memory.
+    public var responseDestination: TransportRequest.ResponseDestination { .memory }
 }

@@ -66,6 +66,36 @@ extension DecodableResponseType {
     }
 }
 
+/// The body written to a file as it arrives, never held in memory: large downloads. The value is
+/// the file's URL.
+///
+/// ```swift
+/// final class DownloadBackup: Component, GETRequestType, ValidatedResponseType, DownloadResponseType {
+///     var urlString: String { "https://api.example.com/backups/latest" }
+///     var downloadDestination: URL { URL(fileURLWithPath: "/var/backups/latest.tar.gz") }
+/// }
+/// let file = try await DownloadBackup().value
+/// ```
+///
+/// The file is created or truncated for each attempt (a retry starts it over) and is flushed to
+/// disk before the response is delivered. When the transfer fails the file is removed, so a
+/// partial body is never left behind as if it were complete; a response that arrives whole but
+/// fails validation leaves its body (the server's error document) in the file.
+public protocol DownloadResponseType: ResponseType where SerializedObject == URL {
+    /// The file the body goes to: a file URL.
+    var downloadDestination: URL { get }
+}
+
+extension DownloadResponseType {
+    /// ``TransportRequest/ResponseDestination/file(path:)`` at ``downloadDestination``; a URL that
+    /// is not a file URL makes the request fail with ``BrickError/Code/invalidRequest``.
+    public var responseDestination: TransportRequest.ResponseDestination {
+        .file(path: downloadDestination.isFileURL ? downloadDestination.path : "")
+    }
+    /// ``DownloadResponseSerializer``.
+    public var responseSerializer: any ResponseSerializer<URL> { DownloadResponseSerializer() }
+}
+
 /// Ignores the body.
 public protocol EmptyResponseType: ResponseType where SerializedObject == Empty {}
 

@@ -31,6 +31,28 @@ public struct DataResponseSerializer: ResponseSerializer {
     }
 }
 
+/// The file the body was written to, for a response whose destination was a file
+/// (``DownloadResponseType``).
+public struct DownloadResponseSerializer: ResponseSerializer {
+    /// Creates the serializer.
+    public init() {}
+    /// Returns the file's URL.
+    ///
+    /// - Parameter response: The response.
+    /// - Returns: The URL of ``TransportResponse/bodyFile``.
+    /// - Throws: ``BrickError/Code/serializationFailed`` when the body did not go to a file.
+    public func serialize(_ response: TransportResponse) throws(BrickError) -> URL {
+        guard let path = response.bodyFile else {
+            throw BrickError(
+                .serializationFailed,
+                message: "the response body was not written to a file",
+                status: response.status
+            )
+        }
+        return URL(fileURLWithPath: path)
+    }
+}
+
 /// The body decoded as text, in the charset of `Content-Type` (UTF-8 by default).
 public struct StringResponseSerializer: ResponseSerializer {
     /// Creates the serializer.

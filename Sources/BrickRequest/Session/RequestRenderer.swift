@@ -71,15 +71,21 @@ enum RequestRenderer {
             idempotencyKey: request.idempotencyKey
         )
 
-        var options = TransportRequest.Options()
-        options.timeout = request.timeout
+        let destination = request.responseDestination
+        if case .file(let path) = destination, path.isEmpty {
+            throw BrickError(
+                .invalidRequest,
+                message: "the response body file has no path (a download's destination must be a file URL)"
+            )
+        }
+        let options = TransportRequest.Options(timeout: request.timeout, destination: destination)
         do {
             return try TransportRequest(
                 method: method,
                 url: url,
                 headers: headers,
                 body: body,
-                options: consume options
+                options: options
             )
         } catch {
             throw BrickError.transport(error)

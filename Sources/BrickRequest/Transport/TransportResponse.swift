@@ -28,7 +28,8 @@ public struct TransportResponse: Sendable {
         get { storage.value.rawHeaders }
         set { storage = storage.modified { $0.rawHeaders = newValue } }
     }
-    /// The decoded body when the destination was memory; `nil` when it was streamed to a file.
+    /// The decoded body when the destination was memory; `nil` when it went to a file or a
+    /// ``ResponseBodyStream``.
     public var body: Data? {
         get { storage.value.body }
         set { storage = storage.modified { $0.body = newValue } }

@@ -1,0 +1,149 @@
+import BrickRequest
+import BrickTestServer
+import BrickTesting
+import Foundation
+import Testing
+
+/// A download endpoint: the body goes to `destination`.
+final class Download: Component, GETRequestType, ValidatedResponseType, DownloadResponseType {
+    let urlString: String
+    let downloadDestination: URL
+    let session: Session
+    let autoRetryConfiguration: AutoRetryConfiguration
+    init(_ url: String, to destination: URL, session: Session, retry: AutoRetryConfiguration = .none) {
+        self.urlString = url
+        self.downloadDestination = destination
+        self.session = session
+        self.autoRetryConfiguration = retry
+        super.init()
+    }
+}
+
+/// An endpoint whose body is lent to a stream, piece by piece, through the `responseDestination`
+/// requirement.
+final class Feed: Component, GETRequestType, ValidatedResponseType, EmptyResponseType {
+    let urlString: String
+    let session: Session
+    let pieces = Pieces()
+    var responseDestination: TransportRequest.ResponseDestination { .stream(pieces.stream) }
+    init(_ url: String, session: Session) {
+        self.urlString = url
+        self.session = session
+        super.init()
+    }
+}
+
+@Suite("Bricks: bodies to a file (DownloadResponseType) or to a stream")
+struct DownloadTests {
+    /// The bytes of the test server's `/bytes` and `/stream-bytes` routes.
+    static func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0) } }
+
+    @Test("a download's value is the file, which holds the whole body; the response holds none")
+    func toFile() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { directory in
+                let file = URL(fileURLWithPath: directory + "/bytes.bin")
+                let response = await Download(
+                    server.baseURL + "/stream-bytes/300000?chunk_size=10000",
+                    to: file,
+                    session: Session()
+                ).response()
+                let written = try Data(contentsOf: file)
+                #expect(response.value == file)
+                #expect(response.data == nil)
+                #expect(Array(written) == Self.pattern(300_000))
+            }
+        }
+    }
+
+    @Test("a retried download starts the file over: it holds one whole body, not a torn one and a whole one")
+    func retryStartsOver() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { directory in
+                let clock = ManualClock()
+                let session = Session(clock: clock)
+                let body = Array(repeating: UInt8(ascii: "b"), count: 100_000)
+                server.script(
+                    "/backup",
+                    [.resetMidBody(totalBytes: 100_000, sentBytes: 50_000), .respond(status: 200, body: body)]
+                )
+                let file = URL(fileURLWithPath: directory + "/backup.bin")
+                let task = Task {
+                    await Download(
+                        server.baseURL + "/backup",
+                        to: file,
+                        session: session,
+                        retry: .init(breakTime: .seconds(1))
+                    ).response()
+                }
+                await eventually { clock.waiterCount == 1 }
+                // The failed attempt's partial body is not left behind while the request waits.
+                #expect(!FileManager.default.fileExists(atPath: file.path))
+                clock.advance(by: .seconds(1))
+                let response = await task.value
+                #expect(response.retryCount == 1)
+                let written = try Data(contentsOf: file)
+                #expect(response.value == file)
+                #expect(Array(written) == body)
+            }
+        }
+    }
+
+    @Test("a response that fails validation is an error; its body stays in the file")
+    func validationFailure() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { directory in
+                server.script("/missing", [.respond(status: 404, body: Array("no such backup".utf8))])
+                let file = URL(fileURLWithPath: directory + "/missing.bin")
+                let response = await Download(server.baseURL + "/missing", to: file, session: Session()).response()
+                #expect(response.error?.code == .unacceptableStatusCode)
+                #expect(response.status == .notFound)
+                let written = try Data(contentsOf: file)
+                #expect(written == Data("no such backup".utf8))
+            }
+        }
+    }
+
+    @Test("a destination that is not a file URL is refused before any I/O")
+    func notAFileURL() async throws {
+        try await withServer { server in
+            let response = await Download(
+                server.baseURL + "/bytes/10",
+                to: URL(string: "https://example.com/file.bin")!,
+                session: Session()
+            ).response()
+            #expect(response.error?.code == .invalidRequest)
+            #expect(response.error?.message.contains("file URL") == true)
+            #expect(server.requests(path: "/bytes/10").isEmpty)
+        }
+    }
+
+    @Test("an endpoint can lend its body to a stream through responseDestination")
+    func toStream() async throws {
+        try await withServer { server in
+            let feed = Feed(server.baseURL + "/stream-bytes/200000?chunk_size=10000", session: Session())
+            let response = await feed.response()
+            #expect(response.error == nil)
+            #expect(response.data == nil)
+            #expect(feed.pieces.count > 1)
+            #expect(feed.pieces.bytes == Self.pattern(200_000))
+        }
+    }
+
+    @Test("with StubTransport a download's scripted body is written to the file")
+    func stubbed() async throws {
+        try await withTemporaryDirectory { directory in
+            let stub = StubTransport()
+            stub.stub(.get, "/backups/latest", StubResponse(status: .ok, body: Data("archive".utf8)))
+            let file = URL(fileURLWithPath: directory + "/latest.tar")
+            let value = try await Download(
+                "https://api.example.com/backups/latest",
+                to: file,
+                session: .testing(stub)
+            ).value
+            let written = try Data(contentsOf: file)
+            #expect(value == file)
+            #expect(written == Data("archive".utf8))
+        }
+    }
+}
