@@ -84,6 +84,10 @@ public struct StubResponse: Sendable {
 /// Unimplemented by default: a request with no script fails the current test, naming the request,
 /// and fails with a ``TransportError`` — never a plausible made-up answer.
 ///
+/// A scripted body reaches the request's destination as from `CurlTransport` (memory, a file, or a
+/// `ResponseBodyStream`), and a request with a progress handler gets one report, all sent and all
+/// received, before its response.
+///
 /// ```swift
 /// let stub = StubTransport()
 /// stub.stub(.get, "/users", .json(#"{"name":"Ada"}"#))
@@ -137,13 +141,27 @@ public final class StubTransport: Transport {
     /// A scripted result as the request's destination receives it, as from `CurlTransport`: with a
     /// ``TransportRequest/ResponseDestination/stream(_:)`` the body goes to the stream in one piece,
     /// with a ``TransportRequest/ResponseDestination/file(path:)`` it is written to the file; either
-    /// way the response then has no body.
+    /// way the response then has no body. A request with a progress handler gets one report first:
+    /// its whole body sent and the whole scripted body received.
     private static func delivered(
         _ result: Result<TransportResponse, TransportError>,
-        to destination: TransportRequest.ResponseDestination
+        for request: TransportRequest
     ) -> Result<TransportResponse, TransportError> {
         guard case .success(var response) = result else { return result }
         let body = response.body ?? Data()
+        if let progress = request.options.progress {
+            let sent = (try? request.body?.contentLength()) ?? 0
+            let received = Int64(body.count)
+            progress(
+                TransportRequest.Progress(
+                    bytesReceived: received,
+                    totalBytesExpectedToReceive: received,
+                    bytesSent: sent,
+                    totalBytesExpectedToSend: sent
+                )
+            )
+        }
+        let destination = request.options.destination
         switch destination {
         case .memory:
             return result
@@ -182,10 +200,9 @@ public final class StubTransport: Transport {
             state.routes[index].served += 1
             return (state.nextID, route.responses[min(route.served, route.responses.count - 1)])
         }
-        let destination = request.options.destination
         let deliver: @Sendable (Result<TransportResponse, TransportError>) -> Void = { [self] result in
             guard let handler = state.withLock({ $0.inFlight.removeValue(forKey: id) }) else { return }
-            handler(Self.delivered(result, to: destination))
+            handler(Self.delivered(result, for: request))
         }
         guard let scripted else {
             Issue.record(

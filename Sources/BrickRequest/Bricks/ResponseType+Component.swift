@@ -54,6 +54,27 @@ extension RequestType where Self: Component {
         }
     }
 
+    /// Registers a handler for the request's progress: bytes sent and received so far, and the
+    /// totals when known (0 otherwise). It runs on the session's callback queue, each time the
+    /// figures change, in order, and all of them before the response handler runs (or, with the
+    /// async `response()` and `value`, before they return). Received bytes are counted on the
+    /// wire (before decompression); a retry starts them over. Register it before the request
+    /// starts; it is let go once the request has started.
+    ///
+    /// ```swift
+    /// DownloadBackup().progress { progress in
+    ///     print("\(progress.bytesReceived) of \(progress.totalBytesExpectedToReceive)")
+    /// }.response { response in … }.resume()
+    /// ```
+    ///
+    /// - Parameter handler: Receives each new figure.
+    /// - Returns: The request, for chaining.
+    @discardableResult
+    public func progress(_ handler: @escaping @Sendable (TransportRequest.Progress) -> Void) -> Self {
+        progressHandler = handler
+        return self
+    }
+
     /// Cancels the request. A handler registered with `response(_:)` receives
     /// ``BrickError/cancelled`` exactly once (also when the request had not been resumed yet).
     public func cancel() {

@@ -31,6 +31,9 @@ open class Component: Hashable {
     /// (Exclusivity unchecked: a component is used from one thread at a time and this is never
     /// accessed reentrantly, so the dynamic check, ~130 instructions per request, buys nothing.)
     @exclusivity(unchecked) @usableFromInline var pendingDelivery: (@Sendable (Outcome) -> Void)?
+    /// The handler registered by `progress(_:)`; taken (cleared) when the request is rendered to
+    /// start, so that a handler capturing its component leaves no reference cycle behind.
+    @exclusivity(unchecked) var progressHandler: (@Sendable (TransportRequest.Progress) -> Void)?
 
     /// Creates a component.
     ///

@@ -89,6 +89,13 @@ final class CallbackDispatcher: Sendable {
         submit(.work(work))
     }
 
+    /// Returns once everything submitted before the call has run.
+    func flush() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            submit { continuation.resume() }
+        }
+    }
+
     /// Delivers `result` through `exchange` (``Exchange/deliver(_:)``).
     func submit(_ exchange: consuming Exchange, _ result: consuming Result<TransportResponse, TransportError>) {
         submit(.delivery(exchange, result))

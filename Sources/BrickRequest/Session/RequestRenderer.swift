@@ -1,11 +1,28 @@
 import FoundationEssentials
+import Synchronization
 
 /// Reads an endpoint's bricks and produces the `Sendable` request the transport sends.
 ///
 /// Runs on the caller's side, so a non-`Sendable` ``Component`` never crosses threads.
 enum RequestRenderer {
-    static func render(_ request: some RequestType, session: Session) throws(BrickError) -> TransportRequest {
-        let parameters = (request as? Component)?.parameterBuilder ?? ParameterBuilder()
+    /// - Parameters:
+    ///   - request: The endpoint.
+    ///   - session: The session that sends it.
+    ///   - startsRequest: Whether the request is rendered to be sent; it then takes the
+    ///     component's progress handler (see ``Component/progress(_:)``), which stays with the
+    ///     rendered request for every attempt.
+    static func render(
+        _ request: some RequestType,
+        session: Session,
+        startsRequest: Bool = false
+    ) throws(BrickError) -> TransportRequest {
+        let component = request as? Component
+        let parameters = component?.parameterBuilder ?? ParameterBuilder()
+        var progress: (@Sendable (TransportRequest.Progress) -> Void)? = nil
+        if startsRequest, let component, let handler = component.progressHandler {
+            component.progressHandler = nil
+            progress = ProgressRelay(handler: handler, callbacks: session.callbacks).report
+        }
         let method = request.method
         var url = request.urlString
         if let origin = session.configuration.originOverride {
@@ -78,7 +95,7 @@ enum RequestRenderer {
                 message: "the response body file has no path (a download's destination must be a file URL)"
             )
         }
-        let options = TransportRequest.Options(timeout: request.timeout, destination: destination)
+        let options = TransportRequest.Options(timeout: request.timeout, destination: destination, progress: progress)
         do {
             return try TransportRequest(
                 method: method,
@@ -122,5 +139,29 @@ enum RequestRenderer {
         let pathStart = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
         let trimmedOrigin = origin.hasSuffix("/") ? String(origin.dropLast()) : origin
         return trimmedOrigin + rest[pathStart...]
+    }
+}
+
+/// Hands a request's progress to its ``Component/progress(_:)`` handler on the session's callback
+/// queue, only when it changed (libcurl reports the same figures many times over).
+final class ProgressRelay: Sendable {
+    private let handler: @Sendable (TransportRequest.Progress) -> Void
+    private let callbacks: CallbackDispatcher
+    private let last = Lock<TransportRequest.Progress?>(nil)
+
+    init(handler: @escaping @Sendable (TransportRequest.Progress) -> Void, callbacks: CallbackDispatcher) {
+        self.handler = handler
+        self.callbacks = callbacks
+    }
+
+    /// Called by the transport on its thread.
+    func report(_ progress: TransportRequest.Progress) {
+        let changed = last.withLock { last -> Bool in
+            defer { last = progress }
+            return last != progress
+        }
+        guard changed else { return }
+        let handler = self.handler
+        callbacks.submit { handler(progress) }
     }
 }

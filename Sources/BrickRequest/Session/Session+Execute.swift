@@ -18,7 +18,7 @@ struct PreparedRequest: Sendable {
     init(_ request: some RequestType) {
         let session = request.session
         do {
-            rendered = .success(try RequestRenderer.render(request, session: session))
+            rendered = .success(try RequestRenderer.render(request, session: session, startsRequest: true))
         } catch {
             rendered = .failure(error)
         }
@@ -171,7 +171,11 @@ extension Session {
     ) async -> Outcome {
         switch admit(prepared, lifecycle: lifecycle) {
         case .proceed(let request):
-            return await run(prepared, request: request, lifecycle: lifecycle)
+            let outcome = await run(prepared, request: request, lifecycle: lifecycle)
+            // Progress reports go through the callback queue: let them all run before the caller
+            // resumes, as they do before a `response(_:)` handler.
+            if request.options.progress != nil { await callbacks.flush() }
+            return outcome
         case .finished(let outcome):
             let error = BrickError(.cancelled, message: "the request already ran or was cancelled")
             return outcome ?? .failed(error, request: nil)

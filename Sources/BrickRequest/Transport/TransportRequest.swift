@@ -29,6 +29,25 @@ public struct TransportRequest: Sendable {
         public var bytesSent: Int64
         /// Request body bytes to send, or 0 when unknown.
         public var totalBytesExpectedToSend: Int64
+
+        /// Creates a progress report (for a transport of your own, or a test double).
+        ///
+        /// - Parameters:
+        ///   - bytesReceived: Response bytes received so far.
+        ///   - totalBytesExpectedToReceive: Expected response bytes, or 0 when unknown.
+        ///   - bytesSent: Request body bytes sent so far.
+        ///   - totalBytesExpectedToSend: Request body bytes to send, or 0 when unknown.
+        public init(
+            bytesReceived: Int64,
+            totalBytesExpectedToReceive: Int64,
+            bytesSent: Int64,
+            totalBytesExpectedToSend: Int64
+        ) {
+            self.bytesReceived = bytesReceived
+            self.totalBytesExpectedToReceive = totalBytesExpectedToReceive
+            self.bytesSent = bytesSent
+            self.totalBytesExpectedToSend = totalBytesExpectedToSend
+        }
     }
 
     /// Per-request settings that override the transport's configuration.
