@@ -171,7 +171,7 @@ public final class StubTransport: Transport {
             }
         case .file(let path):
             do {
-                try body.write(to: URL(fileURLWithPath: path))
+                try body.write(to: URL(fileURLWithPath: path), options: .atomic)
             } catch {
                 return .failure(
                     TransportError(.fileIO, message: "cannot write the response body file \(path): \(error)")

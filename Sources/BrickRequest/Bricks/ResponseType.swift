@@ -77,10 +77,12 @@ extension DecodableResponseType {
 /// let file = try await DownloadBackup().value
 /// ```
 ///
-/// The file is created or truncated for each attempt (a retry starts it over) and is flushed to
-/// disk before the response is delivered. When the transfer fails the file is removed, so a
-/// partial body is never left behind as if it were complete; a response that arrives whole but
-/// fails validation leaves its body (the server's error document) in the file.
+/// Each attempt writes a new file next to the destination (a retry starts over), flushes it to
+/// disk and only then moves it onto ``downloadDestination``, replacing what was there: nobody sees
+/// a partial body at the destination, and a transfer that fails or is cancelled removes its
+/// partial file and leaves the destination as it was (yesterday's backup survives today's failed
+/// download). A response that arrives whole but fails validation has replaced the destination
+/// with its body (the server's error document).
 public protocol DownloadResponseType: ResponseType where SerializedObject == URL {
     /// The file the body goes to: a file URL.
     var downloadDestination: URL { get }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 
 /// Which responses count as successful before serialization.
 public struct ResponseValidation: Sendable, Hashable {
@@ -32,7 +33,10 @@ public struct ResponseValidation: Sendable, Hashable {
                 responseBody: response.body
             )
         }
-        guard let contentTypes, !(response.body?.isEmpty ?? true) else { return }
+        // An empty body has no content type to check; a body written to a file has one.
+        guard let contentTypes, !(response.body?.isEmpty ?? true) || Self.isNonEmptyFile(response.bodyFile) else {
+            return
+        }
         let received =
             (response.headerFields[.contentType] ?? "").split(separator: ";").first
             .map { $0.trimmingSpacesAndTabs().lowercased() } ?? ""
@@ -51,5 +55,11 @@ public struct ResponseValidation: Sendable, Hashable {
                 responseBody: response.body
             )
         }
+    }
+
+    private static func isNonEmptyFile(_ path: String?) -> Bool {
+        guard let path else { return false }
+        var info = stat()
+        return stat(path, &info) == 0 && info.st_size > 0
     }
 }

@@ -12,7 +12,11 @@ public struct TransportRequest: Sendable {
     public enum ResponseDestination: Sendable, Hashable {
         /// Collected in memory and delivered as ``TransportResponse/body``.
         case memory
-        /// Streamed to a file at `path` (created or truncated); ``TransportResponse/body`` is `nil`.
+        /// Streamed to a file at `path`; ``TransportResponse/body`` is `nil`. The body is written
+        /// to a new file next to `path` (`path` + `.brickpart-` + a random suffix, so the directory
+        /// must be writable) and moved onto `path` in one step once it is complete, replacing any
+        /// file there: nobody sees a partial body at `path`, and a failed or cancelled transfer
+        /// deletes its partial file and leaves `path` as it was.
         case file(path: String)
         /// Handed to `stream` piece by piece as it arrives, never collected (see
         /// ``ResponseBodyStream``); ``TransportResponse/body`` is `nil`.

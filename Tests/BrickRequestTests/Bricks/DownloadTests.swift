@@ -19,6 +19,20 @@ final class Download: Component, GETRequestType, ValidatedResponseType, Download
     }
 }
 
+/// A download that accepts only some content types.
+final class TypedDownload: Component, GETRequestType, ValidatedResponseType, DownloadResponseType {
+    let urlString: String
+    let downloadDestination: URL
+    let acceptableContentTypes: [String]?
+    let session = Session()
+    init(_ url: String, to destination: URL, accepting types: [String]) {
+        self.urlString = url
+        self.downloadDestination = destination
+        self.acceptableContentTypes = types
+        super.init()
+    }
+}
+
 /// An endpoint whose body is lent to a stream, piece by piece, through the `responseDestination`
 /// requirement.
 final class Feed: Component, GETRequestType, ValidatedResponseType, EmptyResponseType {
@@ -78,7 +92,8 @@ struct DownloadTests {
                 }
                 await eventually { clock.waiterCount == 1 }
                 // The failed attempt's partial body is not left behind while the request waits.
-                #expect(!FileManager.default.fileExists(atPath: file.path))
+                let waiting = try FileManager.default.contentsOfDirectory(atPath: directory)
+                #expect(waiting.isEmpty)
                 clock.advance(by: .seconds(1))
                 let response = await task.value
                 #expect(response.retryCount == 1)
@@ -100,6 +115,114 @@ struct DownloadTests {
                 #expect(response.status == .notFound)
                 let written = try Data(contentsOf: file)
                 #expect(written == Data("no such backup".utf8))
+            }
+        }
+    }
+
+    @Test("a failed download leaves the file that was there untouched, and no partial file")
+    func failureKeepsPrevious() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { directory in
+                let file = URL(fileURLWithPath: directory + "/backup.bin")
+                try Data("yesterday".utf8).write(to: file)
+                server.script("/backup", [.resetMidBody(totalBytes: 100_000, sentBytes: 50_000)])
+                let response = await Download(server.baseURL + "/backup", to: file, session: Session()).response()
+                let kept = try Data(contentsOf: file)
+                let entries = try FileManager.default.contentsOfDirectory(atPath: directory)
+                #expect(response.error?.code == .connectionLost)
+                #expect(kept == Data("yesterday".utf8))
+                #expect(entries == ["backup.bin"])
+            }
+        }
+    }
+
+    @Test("the destination never holds a partial body: it appears whole, replacing the old file")
+    func destinationAppearsWhole() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { directory in
+                let file = URL(fileURLWithPath: directory + "/drip.bin")
+                try Data("old".utf8).write(to: file)
+                // While bytes are still arriving, the destination holds the old file.
+                let midTransfer = Delivered<Data>()
+                let response = await Download(
+                    server.baseURL + "/drip?numbytes=20&duration=0.4",
+                    to: file,
+                    session: Session()
+                )
+                .progress { progress in
+                    if progress.bytesReceived > 0 && progress.bytesReceived < 20 {
+                        midTransfer.add((try? Data(contentsOf: file)) ?? Data())
+                    }
+                }
+                .response()
+                let written = try Data(contentsOf: file)
+                let entries = try FileManager.default.contentsOfDirectory(atPath: directory)
+                #expect(response.value == file)
+                #expect(written.count == 20)
+                #expect(midTransfer.count > 0)
+                #expect(midTransfer.all.allSatisfy { $0 == Data("old".utf8) })
+                #expect(entries == ["drip.bin"])
+            }
+        }
+    }
+
+    @Test("a cancelled download leaves the destination as it was, and no partial file")
+    func cancelKeepsPrevious() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { directory in
+                let file = URL(fileURLWithPath: directory + "/slow.bin")
+                try Data("before".utf8).write(to: file)
+                let started = Delivered<Int64>()
+                let download = Download(server.baseURL + "/drip?numbytes=50&duration=5", to: file, session: Session())
+                let responses = Delivered<Response<URL, BrickError>>()
+                download.progress { if $0.bytesReceived > 0 { started.add($0.bytesReceived) } }
+                    .response { responses.add($0) }
+                    .resume()
+                _ = try await started.first()
+                download.cancel()
+                let response = try await responses.first()
+                let kept = try Data(contentsOf: file)
+                let entries = try FileManager.default.contentsOfDirectory(atPath: directory)
+                #expect(response.error?.code == .cancelled)
+                #expect(kept == Data("before".utf8))
+                #expect(entries == ["slow.bin"])
+            }
+        }
+    }
+
+    @Test("a redirected download keeps only the final body, and no file of the first hop")
+    func redirected() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { directory in
+                let file = URL(fileURLWithPath: directory + "/final.json")
+                let response = await Download(server.baseURL + "/redirect/2", to: file, session: Session()).response()
+                let written = try Data(contentsOf: file)
+                let entries = try FileManager.default.contentsOfDirectory(atPath: directory)
+                let echoed = try JSONSerialization.jsonObject(with: written) as? [String: Any]
+                #expect(response.value == file)
+                #expect(echoed?["url"] as? String == server.baseURL + "/get")
+                #expect(entries == ["final.json"])
+            }
+        }
+    }
+
+    @Test("a download's content type is validated, though its body is in a file")
+    func contentTypeValidated() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { directory in
+                let file = URL(fileURLWithPath: directory + "/archive.zip")
+                let refused = await TypedDownload(
+                    server.baseURL + "/bytes/1000",
+                    to: file,
+                    accepting: ["application/zip"]
+                ).response()
+                let accepted = await TypedDownload(
+                    server.baseURL + "/bytes/1000",
+                    to: file,
+                    accepting: ["application/octet-stream"]
+                ).response()
+                #expect(refused.error?.code == .unacceptableContentType)
+                #expect(accepted.value == file)
             }
         }
     }

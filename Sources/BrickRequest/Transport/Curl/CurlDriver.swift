@@ -477,6 +477,24 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             )
             return
         }
+        if let partial = transfer.partialFile, case .file(let path) = transfer.request.options.destination {
+            // The whole body is on disk: it takes the destination's place in one step.
+            if rename(partial, path) != 0 {
+                finish(
+                    transfer,
+                    .failure(
+                        TransportError(
+                            .fileIO,
+                            message: "cannot move the response body to \(path): \(String(cString: strerror(errno)))",
+                            osErrno: errno,
+                            requestBytesSent: true
+                        )
+                    )
+                )
+                return
+            }
+            transfer.partialFile = nil
+        }
         let response = TransportResponse(
             status: HTTPResponse.Status(code: min(max(status, 0), 999)),
             rawHeaders: easy.headerBlock.bytes,
@@ -514,12 +532,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         idleHandles.append(easy)
         if active.isEmpty && local.isEmpty && deferred.isEmpty { trimIdleHandles() }
         publishStatistics()
-        if case .failure(let error) = result, case .file(let path) = transfer.request.options.destination,
-            error.kind != .cancelled || transfer.received > 0
-        {
-            // A partial download is not left behind as if it were complete.
-            unlink(path)
-        }
+        // A failed transfer leaves no partial body behind, and the destination as it was.
+        transfer.removePartialFile()
         transfer.completion(result)
     }
 
@@ -687,15 +701,19 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         if case .stream(let stream) = options.destination {
             transfer.stream = stream
         } else if case .file(let path) = options.destination {
-            let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            // Written next to the destination under a name of its own, and moved onto it only
+            // when complete: readers never see a partial body, and a failure leaves it untouched.
+            let partial = path + ".brickpart-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+            let descriptor = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
             if descriptor < 0 {
                 return TransportError(
                     .fileIO,
-                    message: "cannot create the response body file \(path): \(String(cString: strerror(errno)))",
+                    message: "cannot create the response body file \(partial): \(String(cString: strerror(errno)))",
                     osErrno: errno
                 )
             }
             transfer.fileDescriptor = descriptor
+            transfer.partialFile = partial
         }
         return nil
     }
@@ -801,6 +819,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             close(transfer.fileDescriptor)
             transfer.fileDescriptor = -1
         }
+        transfer.removePartialFile()
         if let error = configure(easy, for: transfer) {
             return .failed(error)
         }

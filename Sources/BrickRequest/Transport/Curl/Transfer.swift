@@ -31,6 +31,8 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     @exclusivity(unchecked) var received: Int64 = 0
     @exclusivity(unchecked) var limit: Int64 = 0
     @exclusivity(unchecked) var fileDescriptor: Int32 = -1
+    /// The file a `.file` destination's body is written to until it is complete.
+    @exclusivity(unchecked) var partialFile: String?
     /// Where the body goes when the destination is a stream.
     @exclusivity(unchecked) var stream: ResponseBodyStream?
     @exclusivity(unchecked) var sawBody = false
@@ -68,7 +70,19 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
 
     deinit {
         closeFiles()
+        removePartialFile()
         body.release()
+    }
+
+    /// Closes and deletes the partial response body file, if there is one.
+    func removePartialFile() {
+        guard let partialFile else { return }
+        if fileDescriptor >= 0 {
+            close(fileDescriptor)
+            fileDescriptor = -1
+        }
+        unlink(partialFile)
+        self.partialFile = nil
     }
 
     /// Asks the driver to cancel this transfer (from any thread; harmless once it is done).
