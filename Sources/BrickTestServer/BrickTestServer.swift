@@ -31,6 +31,7 @@ import Synchronization
 /// | `/bytes/N` | N bytes (`i % 256`) with `Content-Length` |
 /// | `/stream/N` | N JSON lines, chunked |
 /// | `/stream-bytes/N?chunk_size=C` | N bytes, chunked |
+/// | `/range/N?etag=E` | N bytes with an `ETag`; honours `Range` and `If-Range` (206, 416) |
 /// | `/response-headers?K=V…` | those headers |
 /// | `/headers` | `{"headers": …}` |
 public final class BrickTestServer: Sendable {

@@ -63,9 +63,23 @@ final class ConnectionHandler: ChannelInboundHandler {
             indexOnConnection: index
         )
         let keepAlive = head.isKeepAlive
-        let step =
-            state.received(record).map(Routes.Step.script)
-            ?? Routes.answer(record, port: context.localAddress?.port ?? 0)
+        let port = context.localAddress?.port ?? 0
+        let scripted = state.received(record)
+        if case .routeCutAfter(let bodyBytes) = scripted {
+            guard case .script(.respond(let status, var headers, let body)) = Routes.answer(record, port: port) else {
+                reset(context: context)
+                return
+            }
+            headers.removeAll { $0.name.lowercased() == "content-length" }
+            headers.append(.init("Content-Length", String(body.count)))
+            let cut = Array(body.prefix(bodyBytes))
+            let buffer = Self.response(status, headers, cut, keepAlive: keepAlive, allocator: context.channel.allocator)
+            context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
+                self.reset(context: context)
+            }
+            return
+        }
+        let step = scripted.map(Routes.Step.script) ?? Routes.answer(record, port: port)
         perform(step, keepAlive: keepAlive, context: context)
     }
 
@@ -148,6 +162,8 @@ final class ConnectionHandler: ChannelInboundHandler {
             context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
                 self.reset(context: context)
             }
+        case .routeCutAfter:
+            reset(context: context)  // handled with the route in serveNext; not reached
         case .stall:
             break  // never answer; the client's timeout or cancellation ends it
         case .slowDrip(let total, let interval):

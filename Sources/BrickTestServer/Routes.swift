@@ -87,6 +87,8 @@ enum Routes {
                     body: pattern(from: 0, count: count)
                 )
             )
+        case "range":
+            return rangeRoute(request, count: min(number(1) ?? 0, 512 * 1024 * 1024), etag: string("etag"))
         case "stream":
             let lineCount = min(number(1) ?? 1, 10_000)
             let echoed = echo(request, port: port)
@@ -115,6 +117,40 @@ enum Routes {
                 .respond(status: 404, headers: [.init("Content-Type", "text/plain")], body: Array("not found".utf8))
             )
         }
+    }
+
+    /// `/range/N`: N pattern bytes with an `ETag` (`"range-N"`, or `"<etag>"` from the query, to
+    /// play a resource that changed) and `Accept-Ranges: bytes`. A `Range: bytes=a-`, `bytes=a-b` or
+    /// `bytes=-n` header gets a 206 with `Content-Range` (416 when it cannot be satisfied), unless
+    /// an `If-Range` names another entity tag, which gets the whole body with a 200.
+    private static func rangeRoute(_ request: RecordedRequest, count: Int, etag: String?) -> Step {
+        let tag = "\"" + (etag ?? "range-\(count)") + "\""
+        var headers: [ScriptedResponse.HeaderPair] = [
+            .init("Content-Type", "application/octet-stream"), .init("ETag", tag), .init("Accept-Ranges", "bytes"),
+        ]
+        guard let range = request.header("Range"), request.header("If-Range").map({ $0 == tag }) ?? true else {
+            return .script(.respond(status: 200, headers: headers, body: pattern(from: 0, count: count)))
+        }
+        guard let (first, last) = byteRange(range, count: count) else {
+            headers.append(.init("Content-Range", "bytes */\(count)"))
+            return .script(.respond(status: 416, headers: headers))
+        }
+        headers.append(.init("Content-Range", "bytes \(first)-\(last)/\(count)"))
+        return .script(.respond(status: 206, headers: headers, body: pattern(from: first, count: last - first + 1)))
+    }
+
+    /// The first and last offsets of a single `bytes=` range within `count` bytes, or `nil`.
+    private static func byteRange(_ header: String, count: Int) -> (Int, Int)? {
+        guard header.hasPrefix("bytes="), !header.contains(",") else { return nil }
+        let bounds = header.dropFirst(6).split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard bounds.count == 2 else { return nil }
+        if bounds[0].isEmpty {
+            guard let suffix = Int(bounds[1]), suffix > 0, count > 0 else { return nil }
+            return (max(count - suffix, 0), count - 1)
+        }
+        guard let first = Int(bounds[0]), first < count else { return nil }
+        let last = bounds[1].isEmpty ? count - 1 : min(Int(bounds[1]) ?? -1, count - 1)
+        return last >= first ? (first, last) : nil
     }
 
     private static let cycle: [UInt8] = (0..<256).map { UInt8($0) }

@@ -11,6 +11,11 @@ public enum ScriptedResponse: Sendable, Hashable {
     case closeBeforeResponse
     /// Send the head and `sentBytes` of a `totalBytes` body, then reset the connection.
     case resetMidBody(totalBytes: Int, sentBytes: Int)
+    /// Answer as the path's route would, with its real head (`Content-Length` of the whole body)
+    /// and bytes, but reset the connection after `bodyBytes` bytes of the body: a transfer cut off
+    /// by the network. (A route that does not answer with a complete body, such as `/stream`, is
+    /// reset before the response.)
+    case routeCutAfter(bodyBytes: Int)
     /// Never answer; the connection stays open until the client gives up.
     case stall
     /// Send a `totalBytes` body one byte at a time, one byte every `interval`.

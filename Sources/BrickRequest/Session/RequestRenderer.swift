@@ -9,7 +9,7 @@ enum RequestRenderer {
     ///   - request: The endpoint.
     ///   - session: The session that sends it.
     ///   - startsRequest: Whether the request is rendered to be sent; it then takes the
-    ///     component's progress handler (see ``Component/progress(_:)``), which stays with the
+    ///     component's progress handler (see ``RequestType/progress(_:)``), which stays with the
     ///     rendered request for every attempt.
     static func render(
         _ request: some RequestType,
@@ -142,7 +142,7 @@ enum RequestRenderer {
     }
 }
 
-/// Hands a request's progress to its ``Component/progress(_:)`` handler on the session's callback
+/// Hands a request's progress to its ``RequestType/progress(_:)`` handler on the session's callback
 /// queue, only when it changed (libcurl reports the same figures many times over).
 final class ProgressRelay: Sendable {
     private let handler: @Sendable (TransportRequest.Progress) -> Void

@@ -63,6 +63,10 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
     public let requestBytesSent: Bool
     /// A human-readable explanation (libcurl's error buffer or ours). Never contains header values.
     public let message: String
+    /// The part of the body kept for a later request to continue, when the request asked for it
+    /// (``TransportRequest/Options/keepsPartialDownload``) and the body can be resumed. Its
+    /// receiver owns the file: continue it or ``PartialDownload/discard()`` it.
+    public var partialDownload: PartialDownload?
 
     /// Creates a transport error.
     ///
@@ -92,6 +96,7 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
         if let curlCode { text += " (curl \(curlCode))" }
         if let osErrno, osErrno != 0 { text += " (errno \(osErrno))" }
         if requestBytesSent { text += " [request bytes sent]" }
+        if let partialDownload { text += " [\(partialDownload.length) bytes kept to resume]" }
         return text
     }
 }

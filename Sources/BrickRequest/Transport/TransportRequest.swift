@@ -69,6 +69,19 @@ public struct TransportRequest: Sendable {
         /// Whether the request must open a new connection instead of reusing a pooled one (after a
         /// network change or a broken connection, pooled connections may be dead). Default `false`.
         public var requiresFreshConnection: Bool = false
+        /// Whether a transfer to a ``ResponseDestination/file(path:)`` destination that fails
+        /// after part of a resumable body arrived keeps that part and reports it in
+        /// ``TransportError/partialDownload`` (whose receiver must continue or discard it),
+        /// instead of deleting it. Default `false`; a ``Session`` sets it for downloads it may
+        /// retry.
+        public var keepsPartialDownload: Bool = false
+        /// A partial download to continue, for a ``ResponseDestination/file(path:)`` destination:
+        /// the request asks for the rest (`Range: bytes=<length>-`, `If-Range: <validator>`); a
+        /// `206` that continues the file is appended to it, and any other response (the server
+        /// sent the whole resource because it changed, or an error) starts the file over. Either
+        /// way the destination gets a whole body. Ignored, and the file deleted, when the file no
+        /// longer holds exactly ``PartialDownload/length`` bytes. Default `nil`.
+        public var resumingDownload: PartialDownload?
 
         /// Creates options.
         ///

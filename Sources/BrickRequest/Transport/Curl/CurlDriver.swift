@@ -478,6 +478,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             return
         }
         if let partial = transfer.partialFile, case .file(let path) = transfer.request.options.destination {
+            // A continued download whose final response had no body did not continue it.
+            if transfer.resumeOffset > 0 && !transfer.sawBody { _ = ftruncate(transfer.fileDescriptor, 0) }
             // The whole body is on disk: it takes the destination's place in one step.
             if rename(partial, path) != 0 {
                 finish(
@@ -532,7 +534,13 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         idleHandles.append(easy)
         if active.isEmpty && local.isEmpty && deferred.isEmpty { trimIdleHandles() }
         publishStatistics()
-        // A failed transfer leaves no partial body behind, and the destination as it was.
+        // A failed transfer leaves the destination as it was, and no partial body behind unless
+        // it was asked to keep one that can be continued.
+        var result = result
+        if case .failure(var error) = result, let kept = transfer.keepPartialFile(after: error) {
+            error.partialDownload = kept
+            result = .failure(error)
+        }
         transfer.removePartialFile()
         transfer.completion(result)
     }
@@ -663,13 +671,29 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         let options = request.options
         transfer.url = request.urlString
         transfer.limit = options.maxResponseSize ?? configuration.maxResponseSize
-        let header: CurlHeaderLines
+        var header: CurlHeaderLines
         let method: EasyHandle.Method
         do {
             header = try CurlHeaderLines(request)
             method = try methodOptions(request, declaredLength: header.declaredLength)
         } catch {
             return error
+        }
+        // Response destination: a file is opened before the head is set, since continuing a
+        // partial one adds `Range` and `If-Range` (on every hop, so a redirect keeps them).
+        transfer.stream = nil
+        if case .stream(let stream) = options.destination {
+            transfer.stream = stream
+        } else if case .file(let path) = options.destination {
+            if transfer.fileDescriptor < 0,
+                let error = openBodyFile(for: transfer, destination: path, resuming: options.resumingDownload)
+            {
+                return error
+            }
+            if transfer.resumeOffset > 0, let validator = transfer.resumeValidator {
+                header.lines.append("Range: bytes=\(transfer.resumeOffset)-")
+                header.lines.append("If-Range: \(validator)")
+            }
         }
         transfer.bodyLength = request.body == nil ? 0 : method.postFieldSize
         let secure = request.isSecure
@@ -695,26 +719,46 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             headerLines: header.lines
         )
         if let refusal = easy.apply(settings) { return refusal }
+        return nil
+    }
 
-        // Response destination.
-        transfer.stream = nil
-        if case .stream(let stream) = options.destination {
-            transfer.stream = stream
-        } else if case .file(let path) = options.destination {
-            // Written next to the destination under a name of its own, and moved onto it only
-            // when complete: readers never see a partial body, and a failure leaves it untouched.
-            let partial = path + ".brickpart-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
-            let descriptor = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-            if descriptor < 0 {
-                return TransportError(
-                    .fileIO,
-                    message: "cannot create the response body file \(partial): \(String(cString: strerror(errno)))",
-                    osErrno: errno
-                )
+    /// Opens the file a `.file` destination's body is written to until it is complete: the
+    /// partial download to continue when it is intact, otherwise a new file next to the
+    /// destination under a name of its own (moved onto it only when complete: readers never see a
+    /// partial body, and a failure leaves the destination untouched).
+    private func openBodyFile(
+        for transfer: Transfer,
+        destination path: String,
+        resuming: PartialDownload?
+    ) -> TransportError? {
+        transfer.resumeOffset = 0
+        transfer.resumeValidator = nil
+        if let resuming {
+            var info = stat()
+            let intact =
+                resuming.length > 0 && stat(resuming.path, &info) == 0 && Int64(info.st_size) == resuming.length
+                && !resuming.validator.utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0 }
+            let descriptor = intact ? open(resuming.path, O_WRONLY | O_APPEND | O_CLOEXEC) : -1
+            if descriptor >= 0 {
+                transfer.fileDescriptor = descriptor
+                transfer.partialFile = resuming.path
+                transfer.resumeOffset = resuming.length
+                transfer.resumeValidator = resuming.validator
+                return nil
             }
-            transfer.fileDescriptor = descriptor
-            transfer.partialFile = partial
+            resuming.discard()
         }
+        let partial = path + ".brickpart-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        let descriptor = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        if descriptor < 0 {
+            return TransportError(
+                .fileIO,
+                message: "cannot create the response body file \(partial): \(String(cString: strerror(errno)))",
+                osErrno: errno
+            )
+        }
+        transfer.fileDescriptor = descriptor
+        transfer.partialFile = partial
         return nil
     }
 
@@ -815,11 +859,9 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         transfer.redirectCount += 1
         guard let easy = transfer.easy else { return .deliver }
         curl_multi_remove_handle(multi, easy.raw)
-        if transfer.fileDescriptor >= 0 {
-            close(transfer.fileDescriptor)
-            transfer.fileDescriptor = -1
-        }
-        transfer.removePartialFile()
+        // A new hop writes a new partial file, except when continuing one (a redirect's body is
+        // never written, so the file is still as the hop before found it).
+        if transfer.resumeOffset == 0 { transfer.removePartialFile() }
         if let error = configure(easy, for: transfer) {
             return .failed(error)
         }

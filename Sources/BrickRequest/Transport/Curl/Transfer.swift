@@ -33,6 +33,11 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     @exclusivity(unchecked) var fileDescriptor: Int32 = -1
     /// The file a `.file` destination's body is written to until it is complete.
     @exclusivity(unchecked) var partialFile: String?
+    /// The bytes already in ``partialFile`` that this transfer continues from (0: a new body).
+    @exclusivity(unchecked) var resumeOffset: Int64 = 0
+    /// The `ETag` or `Last-Modified` of the response whose bytes ``partialFile`` holds, when that
+    /// body could be continued by a later request; `nil` otherwise.
+    @exclusivity(unchecked) var resumeValidator: String?
     /// Where the body goes when the destination is a stream.
     @exclusivity(unchecked) var stream: ResponseBodyStream?
     @exclusivity(unchecked) var sawBody = false
@@ -72,6 +77,66 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
         closeFiles()
         removePartialFile()
         body.release()
+    }
+
+    /// The partial body to hand over with `error` instead of deleting it, when the request asked
+    /// to keep one, the failure is one a later attempt may get past, and the bytes can be
+    /// continued (see ``PartialDownload``). The file is then no longer the transfer's to delete.
+    func keepPartialFile(after error: TransportError) -> PartialDownload? {
+        guard request.options.keepsPartialDownload, let partialFile, let resumeValidator else { return nil }
+        switch error.kind {
+        case .cancelled, .shutdown, .bodyTooLarge, .fileIO, .invalidRequest, .invalidResponse: return nil
+        default: break
+        }
+        var info = stat()
+        guard stat(partialFile, &info) == 0, info.st_size > 0 else { return nil }
+        self.partialFile = nil
+        return PartialDownload(path: partialFile, length: Int64(info.st_size), validator: resumeValidator)
+    }
+
+    /// At the first byte of the final response's body, for a body going to a file: whether it
+    /// continues the partial file (a `206` from the offset asked for) or starts it over, and
+    /// whether a later request could continue it.
+    private func prepareBodyFile(_ easy: EasyHandle) -> Bool {
+        let status = easy.long(CURLINFO_RESPONSE_CODE)
+        let encoding = easy.headerBlock.value(of: "content-encoding")?.lowercased()
+        let identity = encoding == nil || encoding == "identity"
+        if resumeOffset > 0 {
+            let range = easy.headerBlock.value(of: "content-range") ?? ""
+            if status == 206 && range.hasPrefix("bytes \(resumeOffset)-") {
+                guard identity else {
+                    // A range of an encoded representation cannot be spliced onto decoded bytes.
+                    resumeValidator = nil
+                    abortError = TransportError(
+                        .invalidResponse,
+                        message: "the server continued the body content-encoded; it cannot be appended",
+                        requestBytesSent: true
+                    )
+                    return false
+                }
+                received = resumeOffset
+                return true
+            }
+            // The whole resource (it changed, or the server ignores ranges) or an error document.
+            if ftruncate(fileDescriptor, 0) != 0 {
+                abortError = TransportError(
+                    .fileIO,
+                    message: "cannot truncate the response body file: \(String(cString: strerror(errno)))",
+                    osErrno: errno,
+                    requestBytesSent: true
+                )
+                return false
+            }
+            resumeOffset = 0
+        }
+        resumeValidator = nil
+        guard status == 200, identity else { return true }
+        if let tag = easy.headerBlock.value(of: "etag"), !tag.hasPrefix("W/"), !tag.isEmpty {
+            resumeValidator = tag
+        } else if let date = easy.headerBlock.value(of: "last-modified"), !date.isEmpty {
+            resumeValidator = date
+        }
+        return true
     }
 
     /// Closes and deletes the partial response body file, if there is one.
@@ -215,6 +280,8 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
                     expected: contentLength > 0 && contentLength <= limit ? Int(contentLength) : nil,
                     scratch: easy.unsafelyUnwrapped.bodyScratch
                 )
+            } else if !discardingBody, fileDescriptor >= 0, !prepareBodyFile(easy.unsafelyUnwrapped) {
+                return 0
             }
         }
         if discardingBody { return count }
@@ -374,10 +441,12 @@ enum CurlCallbacks {
 
     static let progress: ccurl_xferinfo_callback = { userData, downloadTotal, downloadNow, uploadTotal, uploadNow in
         let transfer = Transfer.from(cell: userData)
+        // A continued download counts the bytes it started with.
+        let offset = transfer.resumeOffset
         transfer.request.options.progress?(
             TransportRequest.Progress(
-                bytesReceived: Int64(downloadNow),
-                totalBytesExpectedToReceive: Int64(downloadTotal),
+                bytesReceived: Int64(downloadNow) + offset,
+                totalBytesExpectedToReceive: downloadTotal > 0 ? Int64(downloadTotal) + offset : 0,
                 bytesSent: Int64(uploadNow),
                 totalBytesExpectedToSend: Int64(uploadTotal)
             )
