@@ -83,6 +83,13 @@ extension DecodableResponseType {
 /// partial file and leaves the destination as it was (yesterday's backup survives today's failed
 /// download). A response that arrives whole but fails validation has replaced the destination
 /// with its body (the server's error document).
+///
+/// With retries (``AutoRetryType``), an attempt cut off mid-body is continued by the next one
+/// rather than started over, when the server allows it: the response carried a strong `ETag` or a
+/// `Last-Modified` date and was not content-encoded. The retry asks for the rest (`Range`, with
+/// `If-Range` so a resource that changed meanwhile comes whole) and appends it; the final
+/// response is then the server's `206 Partial Content`. The part kept between attempts is deleted
+/// when the request finally fails or is cancelled.
 public protocol DownloadResponseType: ResponseType where SerializedObject == URL {
     /// The file the body goes to: a file URL.
     var downloadDestination: URL { get }

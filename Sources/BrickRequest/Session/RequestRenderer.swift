@@ -95,7 +95,11 @@ enum RequestRenderer {
                 message: "the response body file has no path (a download's destination must be a file URL)"
             )
         }
-        let options = TransportRequest.Options(timeout: request.timeout, destination: destination, progress: progress)
+        var options = TransportRequest.Options(timeout: request.timeout, destination: destination, progress: progress)
+        if case .file = destination {
+            // A download that may be retried keeps what a failed attempt received, to continue it.
+            options.keepsPartialDownload = request.autoRetryConfiguration.maxRetryCount > 0
+        }
         do {
             return try TransportRequest(
                 method: method,

@@ -363,7 +363,7 @@ extension Session {
         var request = request
         let host = request.host
         while true {
-            if lifecycle.isCancelled { return .failure(TransportError(.cancelled, message: "cancelled")) }
+            if lifecycle.isCancelled { return Self.cancelled(after: result) }
             let outcome: RetryEngine.Outcome
             // The network matters only to a failure that means "no network": other outcomes cost
             // no route lookup.
@@ -413,11 +413,33 @@ extension Session {
                 lifecycle.attach(TransportTask { parker.cancel() })
                 await parker.value
             }
-            if lifecycle.isCancelled { return .failure(TransportError(.cancelled, message: "cancelled")) }
-            if case .failure = result { request.options.requiresFreshConnection = true }
+            if lifecycle.isCancelled { return Self.cancelled(after: result) }
+            if case .failure(let error) = result {
+                request.options.requiresFreshConnection = true
+                // A download cut off mid-body continues from where it stopped.
+                request.options.resumingDownload = error.partialDownload
+            } else {
+                request.options.resumingDownload = nil
+            }
             lifecycle.running()
-            result = try await attempt(request, prepared: prepared, lifecycle: lifecycle)
+            do throws(BrickError) {
+                result = try await attempt(request, prepared: prepared, lifecycle: lifecycle)
+            } catch {
+                request.options.resumingDownload?.discard()
+                throw error
+            }
         }
+    }
+
+    /// The outcome of a request cancelled between attempts; a partial download the last attempt
+    /// kept is deleted.
+    private static func cancelled(
+        after result: Result<TransportResponse, TransportError>
+    ) -> Result<
+        TransportResponse, TransportError
+    > {
+        if case .failure(let error) = result { error.partialDownload?.discard() }
+        return .failure(TransportError(.cancelled, message: "cancelled"))
     }
 
     private static func waitUntilReachable(_ host: String, _ reachability: any ReachabilityMonitor) async {
@@ -463,6 +485,8 @@ extension Session {
         // Consumed: the response moves into the outcome instead of being copied.
         switch consume result {
         case .failure(let error):
+            // A download that will not be tried again leaves no partial file behind.
+            error.partialDownload?.discard()
             let brickError =
                 wasCancelled || error.kind == .cancelled
                 ? BrickError(.cancelled, message: "the request was cancelled", underlying: error)

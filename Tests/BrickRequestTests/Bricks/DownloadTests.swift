@@ -49,8 +49,17 @@ final class Feed: Component, GETRequestType, ValidatedResponseType, EmptyRespons
 
 @Suite("Bricks: bodies to a file (DownloadResponseType) or to a stream")
 struct DownloadTests {
-    /// The bytes of the test server's `/bytes` and `/stream-bytes` routes.
+    /// The bytes of the test server's `/bytes`, `/stream-bytes` and `/range` routes.
     static func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0) } }
+
+    /// A download that retries once a second (on the session's clock), running in a task.
+    static func retryingDownload(
+        _ url: String,
+        to file: URL,
+        session: Session
+    ) -> Task<Response<URL, BrickError>, Never> {
+        Task { await Download(url, to: file, session: session, retry: .init(breakTime: .seconds(1))).response() }
+    }
 
     @Test("a download's value is the file, which holds the whole body; the response holds none")
     func toFile() async throws {
@@ -70,7 +79,75 @@ struct DownloadTests {
         }
     }
 
-    @Test("a retried download starts the file over: it holds one whole body, not a torn one and a whole one")
+    @Test("a download cut off mid-body is continued by the retry from where it stopped, not started over")
+    func retryContinues() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { directory in
+                let clock = ManualClock()
+                server.script("/range/300000", [.routeCutAfter(bodyBytes: 100_000)])
+                let file = URL(fileURLWithPath: directory + "/big.bin")
+                let session = Session(clock: clock)
+                let task = Self.retryingDownload(server.baseURL + "/range/300000", to: file, session: session)
+                await eventually { clock.waiterCount == 1 }
+                // While the request waits, the part received so far is kept beside the destination.
+                let waiting = try FileManager.default.contentsOfDirectory(atPath: directory)
+                let partial = try #require(waiting.first)
+                let kept = try FileManager.default.attributesOfItem(atPath: directory + "/" + partial)[.size] as? Int
+                #expect(waiting.count == 1)
+                #expect(partial.hasPrefix("big.bin.brickpart-"))
+                #expect(kept == 100_000)
+                clock.advance(by: .seconds(1))
+                let response = await task.value
+                let written = try Data(contentsOf: file)
+                let entries = try FileManager.default.contentsOfDirectory(atPath: directory)
+                #expect(response.value == file)
+                #expect(response.retryCount == 1)
+                #expect(response.status == .partialContent)
+                #expect(server.requests(path: "/range/300000").map { $0.header("Range") } == [nil, "bytes=100000-"])
+                #expect(Array(written) == Self.pattern(300_000))
+                #expect(entries == ["big.bin"])
+            }
+        }
+    }
+
+    @Test("a download whose retries run out, or that is cancelled while it waits, leaves no partial file")
+    func partialDiscarded() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { directory in
+                let clock = ManualClock()
+                let session = Session(clock: clock)
+                let retry = AutoRetryConfiguration(breakTime: .seconds(1), maxRetryCount: 1)
+                server.script("/range/50000", [.routeCutAfter(bodyBytes: 10_000), .routeCutAfter(bodyBytes: 10_000)])
+                let file = URL(fileURLWithPath: directory + "/out.bin")
+                let exhausted = Task {
+                    await Download(server.baseURL + "/range/50000", to: file, session: session, retry: retry).response()
+                }
+                await eventually { clock.waiterCount == 1 }
+                clock.advance(by: .seconds(1))
+                let failed = await exhausted.value
+                let afterFailure = try FileManager.default.contentsOfDirectory(atPath: directory)
+
+                server.script("/range/60000", [.routeCutAfter(bodyBytes: 10_000)])
+                let download = Download(server.baseURL + "/range/60000", to: file, session: session, retry: retry)
+                let responses = Delivered<Response<URL, BrickError>>()
+                download.response { responses.add($0) }.resume()
+                await eventually { clock.waiterCount == 1 }
+                let whileWaiting = try FileManager.default.contentsOfDirectory(atPath: directory)
+                download.cancel()
+                let cancelledResponse = try await responses.first()
+                let afterCancel = try FileManager.default.contentsOfDirectory(atPath: directory)
+
+                #expect(failed.error?.code == .connectionLost)
+                #expect(failed.retryCount == 1)
+                #expect(afterFailure.isEmpty)
+                #expect(whileWaiting.count == 1)
+                #expect(cancelledResponse.error?.code == .cancelled)
+                #expect(afterCancel.isEmpty)
+            }
+        }
+    }
+
+    @Test("a retried download that cannot be continued (no validator) starts the file over: one whole body")
     func retryStartsOver() async throws {
         try await withServer { server in
             try await withTemporaryDirectory { directory in
@@ -82,14 +159,7 @@ struct DownloadTests {
                     [.resetMidBody(totalBytes: 100_000, sentBytes: 50_000), .respond(status: 200, body: body)]
                 )
                 let file = URL(fileURLWithPath: directory + "/backup.bin")
-                let task = Task {
-                    await Download(
-                        server.baseURL + "/backup",
-                        to: file,
-                        session: session,
-                        retry: .init(breakTime: .seconds(1))
-                    ).response()
-                }
+                let task = Self.retryingDownload(server.baseURL + "/backup", to: file, session: session)
                 await eventually { clock.waiterCount == 1 }
                 // The failed attempt's partial body is not left behind while the request waits.
                 let waiting = try FileManager.default.contentsOfDirectory(atPath: directory)
