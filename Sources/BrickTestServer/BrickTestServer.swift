@@ -35,20 +35,47 @@ import Synchronization
 /// | `/response-headers?K=V…` | those headers |
 /// | `/headers` | `{"headers": …}` |
 public final class BrickTestServer: Sendable {
-    /// The port the server listens on (chosen by the kernel).
+    /// The port the server listens on (chosen by the kernel); 0 for a Unix domain socket server.
     public let port: Int
+    /// The Unix domain socket the server listens on, for a server started with
+    /// ``start(unixSocketPath:)``; `nil` for a TCP server.
+    public let unixSocketPath: String?
     let state: ServerState
     private let group: MultiThreadedEventLoopGroup
     private let channel: any Channel
 
-    /// `http://127.0.0.1:PORT`.
-    public var baseURL: String { "http://127.0.0.1:\(port)" }
+    /// `http://127.0.0.1:PORT`, or `http://localhost` for a Unix domain socket server (send its
+    /// requests through the socket: `CurlTransport.Configuration.unixSocketPath`).
+    public var baseURL: String { unixSocketPath == nil ? "http://127.0.0.1:\(port)" : "http://localhost" }
 
-    private init(port: Int, state: ServerState, group: MultiThreadedEventLoopGroup, channel: any Channel) {
+    private init(
+        port: Int,
+        unixSocketPath: String? = nil,
+        state: ServerState,
+        group: MultiThreadedEventLoopGroup,
+        channel: any Channel
+    ) {
         self.port = port
+        self.unixSocketPath = unixSocketPath
         self.state = state
         self.group = group
         self.channel = channel
+    }
+
+    /// Starts a server on a Unix domain socket (an existing socket file at `path` is replaced).
+    ///
+    /// - Parameter path: The socket file's path.
+    /// - Returns: The running server.
+    /// - Throws: When the socket cannot be bound.
+    public static func start(unixSocketPath path: String) async throws -> BrickTestServer {
+        let (group, state, bootstrap) = makeBootstrap(tcp: false)
+        do {
+            let channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
+            return BrickTestServer(port: 0, unixSocketPath: path, state: state, group: group, channel: channel)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
     }
 
     /// Starts a server on `127.0.0.1` and an ephemeral port.
@@ -83,13 +110,17 @@ public final class BrickTestServer: Sendable {
         }
     }
 
-    private static func makeBootstrap() -> (MultiThreadedEventLoopGroup, ServerState, ServerBootstrap) {
+    private static func makeBootstrap(tcp: Bool = true) -> (MultiThreadedEventLoopGroup, ServerState, ServerBootstrap) {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let state = ServerState()
-        let bootstrap = ServerBootstrap(group: group)
+        var bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 1024)
-            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+        if tcp {
+            bootstrap = bootstrap.serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+        }
+        bootstrap =
+            bootstrap
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let connection = state.connectionOpened()

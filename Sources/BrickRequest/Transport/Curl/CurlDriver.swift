@@ -605,6 +605,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         easy.set(CURLOPT_ERRORBUFFER, pointer: easy.errorBuffer)
         easy.set(CURLOPT_PROTOCOLS_STR, pointer: constantStrings.protocols)
         easy.set(CURLOPT_FOLLOWLOCATION, false)
+        if let socket = configuration.unixSocketPath { easy.set(CURLOPT_UNIX_SOCKET_PATH, socket) }
         if let userAgent = constantStrings.userAgent { easy.set(CURLOPT_USERAGENT, pointer: userAgent) }
         easy.set(CURLOPT_HEADERFUNCTION, callback: CurlCallbacks.header)
         easy.set(CURLOPT_WRITEFUNCTION, callback: CurlCallbacks.write)

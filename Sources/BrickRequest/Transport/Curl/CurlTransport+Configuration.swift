@@ -29,6 +29,11 @@ extension CurlTransport {
         public var proxy: ProxyConfiguration = .environment
         /// How redirects are followed.
         public var redirects: RedirectPolicy = RedirectPolicy()
+        /// A Unix domain socket every request is sent through instead of a TCP connection, such
+        /// as `/var/run/docker.sock` or a local daemon's control socket; `nil` (the default) for
+        /// TCP. The URL's host still names the server (`Host`, TLS) and its port is ignored;
+        /// proxies do not apply. One transport talks to one socket: give each its own session.
+        public var unixSocketPath: String? = nil
         /// Largest accepted *decoded* response body in bytes. Default 256 MiB.
         public var maxResponseSize: Int64 = 256 * 1024 * 1024
         /// Whether to ask for compressed responses (`Accept-Encoding`: gzip, deflate and, when this
