@@ -55,6 +55,10 @@ static inline CURLMcode ccurl_multi_setopt_long(CURLM *handle, CURLMoption optio
     return curl_multi_setopt(handle, option, value);
 }
 
+static inline CURLSHcode ccurl_share_setopt_long(CURLSH *share, CURLSHoption option, long value) {
+    return curl_share_setopt(share, option, value);
+}
+
 /* calloc for libcurl that goes through malloc, so small blocks come from glibc's per-thread cache:
  * glibc 2.36 (Debian 12's) serves every calloc from the arena, under the arena's lock once the
  * process has a second thread. libcurl 7.88 makes 11 callocs per HTTP/1.1 request. The blocks are

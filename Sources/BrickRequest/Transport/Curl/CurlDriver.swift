@@ -36,7 +36,16 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         case networkChanged
         /// Safe-point work handed back by a leader that lost the lease before running it.
         case safePoint(SafePointWork)
+        /// Read or clear the cookie store, on the driver (libcurl's cookie data is the driver's).
+        case cookies(CookieOperation)
         case shutdown
+    }
+
+    /// What to do with the cookie store; each case gets its answer through its closure.
+    enum CookieOperation {
+        /// The cookies as libcurl's Netscape-format lines.
+        case list(@Sendable ([String]) -> Void)
+        case removeAll(@Sendable () -> Void)
     }
 
     /// Work run at the safe point, watched by the standby thread. Fixed layout (perf rule 3).
@@ -100,10 +109,21 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
     @exclusivity(unchecked) private var workSequence: UInt64 = 0
     /// When active transfers are next checked for idleness (``monotonicNanoseconds()``).
     @exclusivity(unchecked) private var nextIdleCheck: UInt64 = 0
+    /// The cookie store every easy handle shares, with ``Configuration/storesCookies``. Used only
+    /// by the lease holder, one thread at a time, so libcurl needs no lock callbacks for it.
+    private let cookieShare: UnsafeMutableRawPointer?
+    /// A handle that is never sent, through which the cookie store is read and cleared.
+    @exclusivity(unchecked) private var cookieHandle: EasyHandle?
 
     init(configuration: CurlTransport.Configuration, proxy: ResolvedProxy) {
         CurlGlobal.initialize()
         self.configuration = configuration
+        if configuration.storesCookies, let share = curl_share_init() {
+            _ = ccurl_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_COOKIE.rawValue))
+            cookieShare = share
+        } else {
+            cookieShare = nil
+        }
         self.constantStrings = ConstantStrings(proxy: proxy, userAgent: configuration.userAgent)
         self.spinNanoseconds = configuration.handOffSpin.nanoseconds(atMostSeconds: 1)
         // Checked about four times per timeout, at most once a second and at least every 10 ms.
@@ -330,8 +350,36 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             deferred.append(work)
         case .networkChanged:
             networkChangedAt = Self.monotonicNanoseconds()
+        case .cookies(let operation):
+            run(operation)
         case .shutdown:
             running = false
+        }
+    }
+
+    private func run(_ operation: CookieOperation) {
+        if cookieHandle == nil, let cookieShare, let easy = EasyHandle() {
+            easy.set(CURLOPT_SHARE, pointer: cookieShare)
+            easy.set(CURLOPT_COOKIEFILE, "")
+            cookieHandle = easy
+        }
+        switch operation {
+        case .list(let answer):
+            var lines: [String] = []
+            var pointer: UnsafeMutableRawPointer?
+            if let easy = cookieHandle, ccurl_easy_getinfo_ptr(easy.raw, CURLINFO_COOKIELIST, &pointer) == CURLE_OK {
+                let list = pointer?.assumingMemoryBound(to: curl_slist.self)
+                var node = list
+                while let current = node {
+                    if let data = current.pointee.data { lines.append(String(cString: data)) }
+                    node = current.pointee.next
+                }
+                curl_slist_free_all(list)
+            }
+            answer(lines)
+        case .removeAll(let done):
+            cookieHandle?.set(CURLOPT_COOKIELIST, "ALL")
+            done()
         }
     }
 
@@ -571,6 +619,10 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
                 Self.runElsewhere(job)
             case .safePoint(let work):
                 deferred.append(work)
+            case .cookies(.list(let answer)):
+                answer([])
+            case .cookies(.removeAll(let done)):
+                done()
             default:
                 break
             }
@@ -583,6 +635,9 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         easyHandleCount = 0
         publishStatistics()
         curl_multi_cleanup(multi)
+        // The share goes last: no handle may still use it.
+        cookieHandle = nil
+        if let cookieShare { curl_share_cleanup(cookieShare) }
         constantStrings.free()
         // Work scheduled by the completions above (handler drains) still runs, here; jobs move to
         // the global executor. Anything scheduled from now on takes the callers' fallbacks.
@@ -605,6 +660,10 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         easy.set(CURLOPT_ERRORBUFFER, pointer: easy.errorBuffer)
         easy.set(CURLOPT_PROTOCOLS_STR, pointer: constantStrings.protocols)
         easy.set(CURLOPT_FOLLOWLOCATION, false)
+        if let cookieShare {
+            easy.set(CURLOPT_SHARE, pointer: cookieShare)
+            easy.set(CURLOPT_COOKIEFILE, "")  // turns the engine on; reads no file
+        }
         if let socket = configuration.unixSocketPath { easy.set(CURLOPT_UNIX_SOCKET_PATH, socket) }
         if let userAgent = constantStrings.userAgent { easy.set(CURLOPT_USERAGENT, pointer: userAgent) }
         easy.set(CURLOPT_HEADERFUNCTION, callback: CurlCallbacks.header)

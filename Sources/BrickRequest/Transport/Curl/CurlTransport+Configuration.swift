@@ -29,6 +29,13 @@ extension CurlTransport {
         public var proxy: ProxyConfiguration = .environment
         /// How redirects are followed.
         public var redirects: RedirectPolicy = RedirectPolicy()
+        /// Whether the transport keeps the cookies servers set and sends them back, as a browser
+        /// does (libcurl's cookie engine: domain, path, `Secure` and expiry rules), for APIs that
+        /// keep a login in a session cookie. Cookies live in memory only, are shared by every
+        /// request of this transport and by no other, and are never written to disk; see
+        /// ``CurlTransport/cookies()`` and ``CurlTransport/removeAllCookies()``. Default `false`:
+        /// a `Set-Cookie` is ignored.
+        public var storesCookies: Bool = false
         /// A Unix domain socket every request is sent through instead of a TCP connection, such
         /// as `/var/run/docker.sock` or a local daemon's control socket; `nil` (the default) for
         /// TCP. The URL's host still names the server (`Host`, TLS) and its port is ignored;

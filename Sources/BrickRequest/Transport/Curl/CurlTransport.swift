@@ -88,6 +88,28 @@ public final class CurlTransport: Transport {
         driver.submit(.networkChanged)
     }
 
+    /// The cookies the transport holds, with ``Configuration/storesCookies`` (none otherwise),
+    /// expired ones excluded, in no particular order.
+    ///
+    /// - Returns: The cookies.
+    public func cookies() async -> [Cookie] {
+        let lines = await withCheckedContinuation { (continuation: CheckedContinuation<[String], Never>) in
+            driver.submit(.cookies(.list { continuation.resume(returning: $0) }))
+        }
+        let now = Date()
+        return lines.compactMap(Cookie.init(netscapeLine:)).filter { cookie in
+            cookie.expires.map { $0 > now } ?? true
+        }
+    }
+
+    /// Forgets every cookie the transport holds (a logout); later requests send none until a
+    /// server sets new ones.
+    public func removeAllCookies() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            driver.submit(.cookies(.removeAll { continuation.resume() }))
+        }
+    }
+
     /// Runs `work` on the driver's thread at its next safe point (before it waits for I/O again),
     /// when called inside a completion; `false` elsewhere or when
     /// ``Configuration/stallLimit`` is zero. If `work` runs longer than the stall limit, a
