@@ -32,6 +32,7 @@ import Synchronization
 /// | `/stream/N` | N JSON lines, chunked |
 /// | `/stream-bytes/N?chunk_size=C` | N bytes, chunked |
 /// | `/range/N?etag=E` | N bytes with an `ETag`; honours `Range` and `If-Range` (206, 416) |
+/// | `/sse/N?interval_ms=M&hold=1` | N server-sent events, one every M ms; `hold=1` never ends |
 /// | `/response-headers?K=V…` | those headers |
 /// | `/headers` | `{"headers": …}` |
 public final class BrickTestServer: Sendable {

@@ -106,6 +106,40 @@ final class ConnectionHandler: ChannelInboundHandler {
             buffer.writeString(head)
             context.write(wrapOutboundOut(buffer), promise: nil)
             writeChunks(next: 0, count: count, chunk: chunk, keepAlive: keepAlive, context: context)
+        case .eventStream(let chunks, let interval, let hold):
+            var head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            head += "Transfer-Encoding: chunked\r\n\r\n"
+            var buffer = context.channel.allocator.buffer(capacity: head.utf8.count)
+            buffer.writeString(head)
+            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+            writeEvents(chunks[...], interval: interval, hold: hold, keepAlive: keepAlive, context: context)
+        }
+    }
+
+    /// Writes one event-stream chunk per `interval`, then ends the body unless `hold`.
+    private func writeEvents(
+        _ chunks: ArraySlice<[UInt8]>,
+        interval: Duration,
+        hold: Bool,
+        keepAlive: Bool,
+        context: ChannelHandlerContext
+    ) {
+        guard let bytes = chunks.first else {
+            guard !hold else { return }  // never finished: the client stops reading
+            var end = context.channel.allocator.buffer(capacity: 5)
+            end.writeString("0\r\n\r\n")
+            finish(end, keepAlive: keepAlive, context: context)
+            return
+        }
+        var buffer = context.channel.allocator.buffer(capacity: bytes.count + 16)
+        buffer.writeString(String(bytes.count, radix: 16) + "\r\n")
+        buffer.writeBytes(bytes)
+        buffer.writeString("\r\n")
+        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        let rest = chunks.dropFirst()
+        let nanoseconds = interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
+        context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) {
+            self.writeEvents(rest, interval: interval, hold: hold, keepAlive: keepAlive, context: context)
         }
     }
 

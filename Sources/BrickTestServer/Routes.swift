@@ -7,6 +7,9 @@ enum Routes {
         case delayed(Duration, then: Step)
         /// A chunked body of `count` chunks, each made when it is about to be written.
         case chunked(status: Int, headers: [ScriptedResponse.HeaderPair], count: Int, chunk: @Sendable (Int) -> [UInt8])
+        /// A chunked `text/event-stream` body, one chunk every `interval`; with `hold`, the
+        /// response is never finished after the last one (the client has to stop reading).
+        case eventStream(chunks: [[UInt8]], interval: Duration, hold: Bool)
     }
 
     static func answer(_ request: RecordedRequest, port: Int) -> Step {
@@ -89,6 +92,19 @@ enum Routes {
             )
         case "range":
             return rangeRoute(request, count: min(number(1) ?? 0, 512 * 1024 * 1024), etag: string("etag"))
+        case "sse":
+            // Event i: `id: i`, `event: tick`, two data lines; a comment first; CRLF line ends.
+            let count = min(number(1) ?? 3, 10_000)
+            let chunks =
+                [Array(": stream of \(count) events\r\n".utf8)]
+                + (0..<count).map { index in
+                    Array("id: \(index)\r\nevent: tick\r\ndata: tick \(index)\r\ndata: line 2\r\n\r\n".utf8)
+                }
+            return .eventStream(
+                chunks: chunks,
+                interval: .milliseconds(int("interval_ms") ?? 0),
+                hold: int("hold") == 1
+            )
         case "stream":
             let lineCount = min(number(1) ?? 1, 10_000)
             let echoed = echo(request, port: port)

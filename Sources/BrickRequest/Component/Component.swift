@@ -34,6 +34,8 @@ open class Component: Hashable {
     /// The handler registered by `progress(_:)`; taken (cleared) when the request is rendered to
     /// start, so that a handler capturing its component leaves no reference cycle behind.
     @exclusivity(unchecked) var progressHandler: (@Sendable (TransportRequest.Progress) -> Void)?
+    /// Where an ``EventStreamResponseType`` request started by `events()` sends its body.
+    @exclusivity(unchecked) var eventSink: EventSink?
 
     /// Creates a component.
     ///

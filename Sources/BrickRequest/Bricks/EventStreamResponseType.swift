@@ -1,0 +1,97 @@
+import Synchronization
+
+/// A response read as server-sent events (`text/event-stream`) while it arrives: ``events()``
+/// yields each ``ServerSentEvent`` as soon as its blank line is received, for streaming APIs
+/// (token streams, notifications, logs).
+///
+/// ```swift
+/// struct Prompt: Encodable, Sendable {
+///     var prompt: String
+///     var stream = true
+/// }
+///
+/// final class Completions: Component, POSTRequestType, JSONBodyRequestType, ValidatedResponseType,
+///     NonAutoRetryType, EventStreamResponseType
+/// {
+///     let prompt: String
+///     var urlString: String { "https://api.example.com/v1/completions" }
+///     var headers: [String: String] { ["Accept": "text/event-stream"] }
+///     var jsonBody: (any Encodable & Sendable)? { Prompt(prompt: prompt) }
+///     init(prompt: String) {
+///         self.prompt = prompt
+///         super.init()
+///     }
+/// }
+///
+/// for try await event in Completions(prompt: "Hello").events() {
+///     print(event.data)
+/// }
+/// ```
+///
+/// The body is parsed on the transport's thread as it arrives and never collected. Leaving the
+/// loop early (or cancelling its task) cancels the request. The sequence ends when the response
+/// ends, and throws the request's ``BrickError`` when it fails — a status refused by validation
+/// included, whose body went to the parser and is not kept. A retried request replays its events
+/// from the first (the stream restarts): give event streams ``NonAutoRetryType`` unless that is
+/// what you want. Run with `response(_:)`, `response()` or `value` instead, the body is kept in
+/// memory and not parsed.
+public protocol EventStreamResponseType: ResponseType where SerializedObject == Empty {}
+
+extension EventStreamResponseType {
+    /// ``EmptyResponseSerializer``: the events are the result.
+    public var responseSerializer: any ResponseSerializer<Empty> { EmptyResponseSerializer() }
+}
+
+extension EventStreamResponseType where Self: Component {
+    /// The event parser's stream while ``events()`` runs the request; memory otherwise.
+    public var responseDestination: TransportRequest.ResponseDestination {
+        eventSink.map { .stream($0.stream) } ?? .memory
+    }
+
+    /// Starts the request and yields its events as they arrive. A request runs once: call this
+    /// instead of ``RequestType/resume()``.
+    ///
+    /// - Returns: The events; the sequence throws the request's ``BrickError`` if it fails.
+    public func events() -> AsyncThrowingStream<ServerSentEvent, any Error> {
+        let (events, continuation) = AsyncThrowingStream<ServerSentEvent, any Error>.makeStream()
+        eventSink = EventSink(continuation)
+        let lifecycle = self.lifecycle
+        continuation.onTermination = { termination in
+            if case .cancelled = termination { _ = lifecycle.cancel() }
+        }
+        response { response in
+            if let error = response.error {
+                continuation.finish(throwing: error)
+            } else {
+                continuation.finish()
+            }
+        }
+        .resume()
+        eventSink = nil
+        return events
+    }
+}
+
+/// Parses a request's body into events and yields them, on the transport's thread.
+final class EventSink: Sendable {
+    private let parser = Lock(ServerSentEventParser())
+    private let continuation: AsyncThrowingStream<ServerSentEvent, any Error>.Continuation
+
+    init(_ continuation: AsyncThrowingStream<ServerSentEvent, any Error>.Continuation) {
+        self.continuation = continuation
+    }
+
+    /// The body's destination.
+    var stream: ResponseBodyStream {
+        ResponseBodyStream { [self] bytes in receive(bytes) }
+    }
+
+    private func receive(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let events = parser.withLock { $0.parse(bytes) }
+        for event in events {
+            // The consumer has gone: stop the transfer.
+            if case .terminated = continuation.yield(event) { return false }
+        }
+        return true
+    }
+}
