@@ -4,6 +4,7 @@
 import BrickRequest
 import BrickTestServer
 import Foundation
+import Synchronization
 
 // MARK: - The README example, unchanged
 
@@ -67,15 +68,40 @@ final class GetMissing: Component, GETRequestType, APISessionRequestType, Valida
     var urlString: String { "https://api.example.com/status/404" }
 }
 
+/// A large download written to a file, retried quickly; a retry continues a cut-off body.
+final class DownloadBackup: Component, GETRequestType, APISessionRequestType, ValidatedResponseType,
+    DownloadResponseType
+{
+    let downloadDestination: URL
+    var urlString: String { "https://api.example.com/range/300000" }
+    var autoRetryConfiguration: AutoRetryConfiguration { AutoRetryConfiguration(breakTime: .milliseconds(200)) }
+    init(to file: URL) {
+        downloadDestination = file
+        super.init()
+    }
+}
+
+/// A stream of server-sent events.
+final class Ticks: Component, GETRequestType, APISessionRequestType, ValidatedResponseType, NonAutoRetryType,
+    EventStreamResponseType
+{
+    var urlString: String { "https://api.example.com/sse/3" }
+    var headers: [String: String] { ["Accept": "text/event-stream"] }
+}
+
 // MARK: - The demo server
 
 enum DemoServer {
-    /// `--base-url`, or the loopback server started on first use.
-    static let baseURL: String = {
+    /// `--base-url URL`, when given.
+    static let remoteBaseURL: String? = {
         let arguments = CommandLine.arguments
-        if let index = arguments.firstIndex(of: "--base-url"), arguments.count > index + 1 {
-            return arguments[index + 1]
-        }
+        guard let index = arguments.firstIndex(of: "--base-url"), arguments.count > index + 1 else { return nil }
+        return arguments[index + 1]
+    }()
+
+    /// The loopback server, started on first use unless `--base-url` names another.
+    static let local: BrickTestServer? = {
+        guard remoteBaseURL == nil else { return nil }
         do {
             let server = try BrickTestServer.start()
             server.route("/users") { request in
@@ -86,12 +112,15 @@ enum DemoServer {
                 .ok(#"{"id":7,"items":["2x4 brick","mortar"],"total":12.5}"#, contentType: "application/json")
             }
             print("BrickTestServer listening on \(server.baseURL)")
-            return server.baseURL
+            return server
         } catch {
             print("cannot start the loopback server: \(error)")
             exit(1)
         }
     }()
+
+    /// `--base-url`, or the loopback server's.
+    static var baseURL: String { remoteBaseURL ?? local?.baseURL ?? "" }
 }
 
 // MARK: - Run
@@ -151,9 +180,46 @@ struct BrickDemo {
             ok = false
         }
 
-        // 6. What the session would send, as a curl command.
+        // 6. A download to a file with progress; on the loopback server the first attempt is cut
+        //    off after 100 kB, and the retry asks only for the rest.
+        DemoServer.local?.script("/range/300000", [.routeCutAfter(bodyBytes: 100_000)])
+        let file = URL(fileURLWithPath: NSTemporaryDirectory() + "brick-demo-backup.bin")
+        let reports = Reports()
+        let backup = await DownloadBackup(to: file).progress { reports.add($0.bytesReceived) }.response()
+        ok =
+            report(
+                "download with progress",
+                backup.result.map { url in
+                    let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? 0
+                    return "\(size) bytes in \(url.lastPathComponent) after \(backup.retryCount) retry, "
+                        + "status \(backup.status?.code ?? 0), \(reports.count) progress reports"
+                }
+            ) && ok
+
+        // 7. Server-sent events, as they arrive (the loopback server's /sse route).
+        if DemoServer.local != nil {
+            do {
+                var events: [String] = []
+                for try await event in Ticks().events() {
+                    events.append(event.data.replacingOccurrences(of: "\n", with: " / "))
+                }
+                print("✔ server-sent events: \(events)")
+            } catch {
+                print("✘ server-sent events: \(error)")
+                ok = false
+            }
+        }
+
+        // 8. What the session would send, as a curl command.
         print("  curl equivalent of GetUser: \(Session.api.cURLDescription(for: GetUser(userID: "100")).prefix(110))…")
         exit(ok ? 0 : 1)
+    }
+
+    /// Counts progress reports (they arrive on the session's callback queue).
+    final class Reports: Sendable {
+        private let counter = Mutex(0)
+        func add(_ bytes: Int64) { counter.withLock { $0 += 1 } }
+        var count: Int { counter.withLock { $0 } }
     }
 
     static func report<T>(_ title: String, _ result: Result<T, BrickError>) -> Bool {
