@@ -166,7 +166,10 @@ public final class StubTransport: Transport {
         case .memory:
             return result
         case .stream(let stream):
-            if !body.isEmpty, !body.withUnsafeBytes({ stream.receive($0) }) {
+            if !body.isEmpty,
+                !stream.responseStarted(status: response.status, headerFields: response.headerFields)
+                    || !body.withUnsafeBytes({ stream.receive($0) })
+            {
                 return .failure(TransportError(.cancelled, message: "the response body stream stopped the transfer"))
             }
         case .file(let path):

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Synchronization
 
 /// A response read as server-sent events (`text/event-stream`) while it arrives: ``events()``
@@ -30,8 +31,10 @@ import Synchronization
 ///
 /// The body is parsed on the transport's thread as it arrives and never collected. Leaving the
 /// loop early (or cancelling its task) cancels the request. The sequence ends when the response
-/// ends, and throws the request's ``BrickError`` when it fails — a status refused by validation
-/// included, whose body went to the parser and is not kept. A retried request replays its events
+/// ends, and throws the request's ``BrickError`` when it fails. The body of a response that is
+/// not a success (2xx) is never parsed as events: a status refused by validation
+/// (``ValidatedResponseType``) ends the sequence with an error that keeps that body (up to
+/// 64 KiB) in ``BrickError/responseBody``. A retried request replays its events
 /// from the first (the stream restarts): give event streams ``NonAutoRetryType`` unless that is
 /// what you want. Run with `response(_:)`, `response()` or `value` instead, the body is kept in
 /// memory and not parsed.
@@ -59,12 +62,26 @@ extension EventStreamResponseType where Self: Component {
         continuation.onTermination = { termination in
             if case .cancelled = termination { _ = lifecycle.cancel() }
         }
+        let sink = eventSink
         response { response in
-            if let error = response.error {
-                continuation.finish(throwing: error)
-            } else {
+            guard let error = response.error else {
                 continuation.finish()
+                return
             }
+            // A response refused by validation: its body (kept by the sink, not parsed) goes with
+            // the error, as it does for a body kept in memory.
+            let body = error.responseBody ?? sink?.errorDocument
+            continuation.finish(
+                throwing: body == error.responseBody
+                    ? error
+                    : BrickError(
+                        error.code,
+                        message: error.message,
+                        underlying: error.underlying,
+                        status: error.status,
+                        responseBody: body
+                    )
+            )
         }
         .resume()
         eventSink = nil
@@ -72,9 +89,18 @@ extension EventStreamResponseType where Self: Component {
     }
 }
 
-/// Parses a request's body into events and yields them, on the transport's thread.
+/// Parses a request's body into events and yields them, on the transport's thread. The body of
+/// a response that is not a success (not 2xx) is kept instead, up to 64 KiB: it is an error
+/// document, not events.
 final class EventSink: Sendable {
-    private let parser = Lock(ServerSentEventParser())
+    private struct State {
+        var parser = ServerSentEventParser()
+        var isSuccess = true
+        var errorDocument: Data?
+    }
+
+    private static let errorDocumentLimit = 64 * 1024
+    private let state = Lock(State())
     private let continuation: AsyncThrowingStream<ServerSentEvent, any Error>.Continuation
 
     init(_ continuation: AsyncThrowingStream<ServerSentEvent, any Error>.Continuation) {
@@ -83,11 +109,28 @@ final class EventSink: Sendable {
 
     /// The body's destination.
     var stream: ResponseBodyStream {
-        ResponseBodyStream { [self] bytes in receive(bytes) }
+        ResponseBodyStream(
+            onResponse: { [self] status, _ in
+                state.withLock { $0.isSuccess = (200..<300).contains(status.code) }
+                return true
+            },
+            { [self] bytes in receive(bytes) }
+        )
     }
 
+    /// The body of a response that was not a success, if one arrived.
+    var errorDocument: Data? { state.withLock { $0.errorDocument } }
+
     private func receive(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        let events = parser.withLock { $0.parse(bytes) }
+        let events = state.withLock { state -> [ServerSentEvent] in
+            guard state.isSuccess else {
+                var document = state.errorDocument ?? Data()
+                document.append(contentsOf: bytes.prefix(max(Self.errorDocumentLimit - document.count, 0)))
+                state.errorDocument = document
+                return []
+            }
+            return state.parser.parse(bytes)
+        }
         for event in events {
             // The consumer has gone: stop the transfer.
             if case .terminated = continuation.yield(event) { return false }

@@ -1,3 +1,5 @@
+import HTTPTypes
+
 /// Receives a response body piece by piece as it arrives, instead of having it collected:
 /// ``TransportRequest/ResponseDestination/stream(_:)``.
 ///
@@ -27,6 +29,7 @@
 /// Compared by identity: two streams are equal only if they are the same instance.
 public final class ResponseBodyStream: Sendable, Hashable {
     private let receiver: @Sendable (UnsafeRawBufferPointer) -> Bool
+    private let onResponse: (@Sendable (HTTPResponse.Status, HTTPFields) -> Bool)?
 
     /// Creates a stream.
     ///
@@ -35,6 +38,39 @@ public final class ResponseBodyStream: Sendable, Hashable {
     ///   which then fails with ``TransportError/Kind/cancelled``.
     public init(_ receiver: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool) {
         self.receiver = receiver
+        self.onResponse = nil
+    }
+
+    /// Creates a stream that is first told the status and header fields of the response whose
+    /// body it receives, so it can tell a body to parse from an error document.
+    ///
+    /// - Parameters:
+    ///   - onResponse: Called once, on the transport's thread, before the first piece of the final
+    ///     response's body (not for a response whose body is empty). Returns whether to go on:
+    ///     `false` stops the transfer, which then fails with ``TransportError/Kind/cancelled``.
+    ///   - receiver: Called with each piece of the body, as in ``init(_:)``.
+    public init(
+        onResponse: @escaping @Sendable (HTTPResponse.Status, HTTPFields) -> Bool,
+        _ receiver: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool
+    ) {
+        self.receiver = receiver
+        self.onResponse = onResponse
+    }
+
+    /// Whether the stream wants to be told of the response before its body
+    /// (``responseStarted(status:headerFields:)``); a transport may skip building the header
+    /// fields otherwise.
+    public var observesResponse: Bool { onResponse != nil }
+
+    /// Tells the stream the status and header fields of the response whose body follows: what a
+    /// ``Transport`` does once, before the first piece of the final response's body.
+    ///
+    /// - Parameters:
+    ///   - status: The response status.
+    ///   - headerFields: The response header fields.
+    /// - Returns: Whether the transfer should go on.
+    public func responseStarted(status: HTTPResponse.Status, headerFields: HTTPFields) -> Bool {
+        onResponse?(status, headerFields) ?? true
     }
 
     /// Hands the next piece of the body to the receiver: what a ``Transport`` does for a request

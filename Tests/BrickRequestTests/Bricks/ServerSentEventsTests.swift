@@ -130,6 +130,28 @@ struct ServerSentEventsTests {
         }
     }
 
+    @Test("an error response is not parsed as events; its body comes with the error")
+    func errorDocument() async throws {
+        try await withServer { server in
+            let document = Array("data: not an event\n\n{\"error\":\"slow down\"}".utf8)
+            server.script(
+                "/sse/4",
+                [.respond(status: 429, headers: [.init("Content-Type", "text/plain")], body: document)]
+            )
+            var thrown: BrickError?
+            var count = 0
+            do {
+                for try await _ in Ticks(server.baseURL + "/sse/4").events() { count += 1 }
+            } catch {
+                thrown = error as? BrickError
+            }
+            #expect(count == 0)
+            #expect(thrown?.code == .unacceptableStatusCode)
+            #expect(thrown?.status == .tooManyRequests)
+            #expect(thrown?.responseBody == Data(document))
+        }
+    }
+
     @Test("a failed request ends the sequence with its BrickError")
     func failure() async throws {
         try await withServer { server in

@@ -144,4 +144,37 @@ struct CurlTransportStreamTests {
             (error as? TransportError)?.kind == .cancelled
         }
     }
+
+    @Test("a stream that observes the response is told its status and headers before the first piece, and can stop it")
+    func observesResponse() async throws {
+        try await withServer { server in
+            let seen = Delivered<String>()
+            let stream = ResponseBodyStream(
+                onResponse: { status, fields in
+                    seen.add("\(status.code) \(fields[.contentType] ?? "")")
+                    return true
+                },
+                { bytes in
+                    seen.add("piece")
+                    return true
+                }
+            )
+            _ = try await CurlTransport().send(
+                try get(server.baseURL + "/redirect-to?url=/bytes/1000", options: .init(destination: .stream(stream)))
+            )
+            let refusing = ResponseBodyStream(onResponse: { _, _ in false }, { _ in true })
+            let request = try get(server.baseURL + "/bytes/1000", options: .init(destination: .stream(refusing)))
+            var refused: TransportError?
+            do throws(TransportError) {
+                _ = try await CurlTransport().send(request)
+            } catch {
+                refused = error
+            }
+            // Told once, for the final response only (not the redirect), before any piece.
+            #expect(seen.all.first == "200 application/octet-stream")
+            #expect(seen.all.filter { !$0.hasPrefix("piece") }.count == 1)
+            #expect(seen.all.count > 1)
+            #expect(refused?.kind == .cancelled)
+        }
+    }
 }

@@ -282,6 +282,22 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
                 )
             } else if !discardingBody, fileDescriptor >= 0, !prepareBodyFile(easy.unsafelyUnwrapped) {
                 return 0
+            } else if !discardingBody, let stream, stream.observesResponse {
+                let easy = easy.unsafelyUnwrapped
+                let status = HTTPResponse.Status(code: min(max(easy.long(CURLINFO_RESPONSE_CODE), 0), 999))
+                guard
+                    stream.responseStarted(
+                        status: status,
+                        headerFields: HeaderParser.fields(from: easy.headerBlock.bytes)
+                    )
+                else {
+                    abortError = TransportError(
+                        .cancelled,
+                        message: "the response body stream stopped the transfer",
+                        requestBytesSent: true
+                    )
+                    return 0
+                }
             }
         }
         if discardingBody { return count }
