@@ -31,6 +31,14 @@ public protocol RequestType: AnyObject {
     /// file, or lent to a ``ResponseBodyStream`` piece by piece. Default
     /// ``TransportRequest/ResponseDestination/memory``; ``DownloadResponseType`` supplies a file.
     var responseDestination: TransportRequest.ResponseDestination { get }
+    /// The largest response body accepted, in decoded bytes, or `nil` for the session's
+    /// (``CurlTransport/Configuration/maxResponseSize``, 256 MiB by default). Default `nil`; raise
+    /// it for a download larger than that, lower it for an endpoint that should answer little.
+    var maxResponseSize: Int64? { get }
+    /// Whether redirects are followed (within the session's redirect policy). Default `true`;
+    /// `false` delivers the redirect itself, to read its `Location` (an OAuth callback, a
+    /// pre-signed upload URL).
+    var followsRedirects: Bool { get }
 }
 
 extension RequestType {
@@ -54,4 +62,8 @@ extension RequestType {
     public var requestAuthenticator: Authenticator? { nil }
     /// In memory.
     public var responseDestination: TransportRequest.ResponseDestination { .memory }
+    /// The session's limit.
+    public var maxResponseSize: Int64? { nil }
+    /// Redirects are followed.
+    public var followsRedirects: Bool { true }
 }

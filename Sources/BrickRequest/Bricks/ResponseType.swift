@@ -84,6 +84,9 @@ extension DecodableResponseType {
 /// download). A response that arrives whole but fails validation has replaced the destination
 /// with its body (the server's error document).
 ///
+/// The session's ``RequestType/maxResponseSize`` (256 MiB by default) applies to downloads too:
+/// an endpoint that fetches more sets its own.
+///
 /// With retries (``AutoRetryType``), an attempt cut off mid-body is continued by the next one
 /// rather than started over, when the server allows it: the response carried a strong `ETag` or a
 /// `Last-Modified` date and was not content-encoded. The retry asks for the rest (`Range`, with

@@ -95,7 +95,13 @@ enum RequestRenderer {
                 message: "the response body file has no path (a download's destination must be a file URL)"
             )
         }
-        var options = TransportRequest.Options(timeout: request.timeout, destination: destination, progress: progress)
+        var options = TransportRequest.Options(
+            timeout: request.timeout,
+            maxResponseSize: request.maxResponseSize,
+            destination: destination,
+            followsRedirects: request.followsRedirects,
+            progress: progress
+        )
         if case .file = destination {
             // A download that may be retried keeps what a failed attempt received, to continue it.
             options.keepsPartialDownload = request.autoRetryConfiguration.maxRetryCount > 0
