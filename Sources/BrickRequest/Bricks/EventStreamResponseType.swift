@@ -52,11 +52,17 @@ extension EventStreamResponseType where Self: Component {
     }
 
     /// Starts the request and yields its events as they arrive. A request runs once: call this
-    /// instead of ``RequestType/resume()``.
+    /// instead of ``RequestType/resume()``; on a request that already ran or was cancelled, the
+    /// sequence throws ``BrickError/cancelled`` at once.
     ///
     /// - Returns: The events; the sequence throws the request's ``BrickError`` if it fails.
     public func events() -> AsyncThrowingStream<ServerSentEvent, any Error> {
         let (events, continuation) = AsyncThrowingStream<ServerSentEvent, any Error>.makeStream()
+        guard lifecycle.state == .waiting else {
+            // `resume()` would ignore it, and nothing would ever end the sequence.
+            continuation.finish(throwing: BrickError(.cancelled, message: "the request already ran or was cancelled"))
+            return events
+        }
         eventSink = EventSink(continuation)
         let lifecycle = self.lifecycle
         continuation.onTermination = { termination in

@@ -152,6 +152,30 @@ struct ServerSentEventsTests {
         }
     }
 
+    @Test(
+        "events() on a request that already ran, or was cancelled, ends at once with cancelled",
+        .timeLimit(.minutes(1))
+    )
+    func alreadyRan() async throws {
+        try await withServer { server in
+            let ticks = Ticks(server.baseURL + "/sse/1")
+            for try await _ in ticks.events() {}
+            let cancelled = Ticks(server.baseURL + "/sse/1")
+            cancelled.cancel()
+            var errors: [BrickError?] = []
+            for request in [ticks, cancelled] {
+                do {
+                    for try await _ in request.events() {}
+                    errors.append(nil)
+                } catch {
+                    errors.append(error as? BrickError)
+                }
+            }
+            #expect(errors.map { $0?.code } == [.cancelled, .cancelled])
+            #expect(server.requests(path: "/sse/1").count == 1)
+        }
+    }
+
     @Test("a failed request ends the sequence with its BrickError")
     func failure() async throws {
         try await withServer { server in
