@@ -124,7 +124,11 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         } else {
             cookieShare = nil
         }
-        self.constantStrings = ConstantStrings(proxy: proxy, userAgent: configuration.userAgent)
+        self.constantStrings = ConstantStrings(
+            proxy: proxy,
+            userAgent: configuration.userAgent,
+            hostOverrides: configuration.hostOverrides
+        )
         self.spinNanoseconds = configuration.handOffSpin.nanoseconds(atMostSeconds: 1)
         // Checked about four times per timeout, at most once a second and at least every 10 ms.
         let idle = configuration.idleTimeout.map { max($0.nanoseconds(atMostSeconds: 1 << 30), 1) } ?? 0
@@ -664,6 +668,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             easy.set(CURLOPT_SHARE, pointer: cookieShare)
             easy.set(CURLOPT_COOKIEFILE, "")  // turns the engine on; reads no file
         }
+        if let resolveList = constantStrings.resolveList { easy.set(CURLOPT_RESOLVE, pointer: resolveList) }
         if let socket = configuration.unixSocketPath { easy.set(CURLOPT_UNIX_SOCKET_PATH, socket) }
         if let userAgent = constantStrings.userAgent { easy.set(CURLOPT_USERAGENT, pointer: userAgent) }
         easy.set(CURLOPT_HEADERFUNCTION, callback: CurlCallbacks.header)
@@ -970,8 +975,10 @@ struct ConstantStrings {
     let httpProxy: UnsafeMutablePointer<CChar>
     let httpsProxy: UnsafeMutablePointer<CChar>
     let noProxy: UnsafeMutablePointer<CChar>
+    /// ``CurlTransport/Configuration/hostOverrides`` as `CURLOPT_RESOLVE` entries, or `nil`.
+    let resolveList: UnsafeMutablePointer<curl_slist>?
 
-    init(proxy: ResolvedProxy, userAgent: String?) {
+    init(proxy: ResolvedProxy, userAgent: String?, hostOverrides: [CurlTransport.HostOverride]) {
         self.userAgent = userAgent.map { strdup($0) }
         protocols = strdup("http,https")
         // An explicit list: "" would make libcurl rebuild the list of its decoders on every transfer.
@@ -979,12 +986,18 @@ struct ConstantStrings {
         httpProxy = strdup(proxy.http)
         httpsProxy = strdup(proxy.https)
         noProxy = strdup(proxy.noProxy)
+        var list: UnsafeMutablePointer<curl_slist>? = nil
+        for override in hostOverrides {
+            list = curl_slist_append(list, override.resolveEntry)
+        }
+        resolveList = list
     }
 
     func free() {
         for pointer in [userAgent, protocols, acceptEncoding, httpProxy, httpsProxy, noProxy] {
             Glibc.free(pointer)
         }
+        if let resolveList { curl_slist_free_all(resolveList) }
     }
 }
 

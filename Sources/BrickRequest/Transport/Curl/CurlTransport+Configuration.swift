@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 
 extension CurlTransport {
     /// Settings of a ``CurlTransport``: timeouts, connection limits, HTTP version, TLS, proxy,
@@ -36,6 +37,11 @@ extension CurlTransport {
         /// ``CurlTransport/cookies()`` and ``CurlTransport/removeAllCookies()``. Default `false`:
         /// a `Set-Cookie` is ignored.
         public var storesCookies: Bool = false
+        /// Host names that connect to given addresses instead of those DNS returns (libcurl's
+        /// `CURLOPT_RESOLVE`): a staging server behind a production name, one backend behind a
+        /// load balancer, a device without DNS. The URL, `Host` and TLS name stay the host's.
+        /// Default none.
+        public var hostOverrides: [HostOverride] = []
         /// A Unix domain socket every request is sent through instead of a TCP connection, such
         /// as `/var/run/docker.sock` or a local daemon's control socket; `nil` (the default) for
         /// TCP. The URL's host still names the server (`Host`, TLS) and its port is ignored;
@@ -147,6 +153,53 @@ extension CurlTransport {
         case environment
         /// One proxy for every request, except hosts matched by `noProxy` (curl's `NOPROXY` syntax).
         case url(String, noProxy: String = "")
+    }
+
+    /// A host name and port that connect to given IP addresses instead of those DNS returns.
+    public struct HostOverride: Sendable, Hashable {
+        /// The host name, as written in URLs.
+        public let host: String
+        /// The port the override applies to.
+        public let port: Int
+        /// The IPv4 or IPv6 addresses to connect to, in order.
+        public let addresses: [String]
+
+        /// Creates an override.
+        ///
+        /// - Parameters:
+        ///   - host: A host name (no port, no brackets, no spaces or control characters).
+        ///   - port: The port, 1–65535.
+        ///   - addresses: One or more IPv4 (`192.0.2.10`) or IPv6 (`2001:db8::10`) addresses.
+        /// - Throws: ``TransportError/Kind/invalidRequest`` naming what is wrong.
+        public init(host: String, port: Int, addresses: [String]) throws(TransportError) {
+            let forbidden = host.unicodeScalars.contains { $0.value <= 0x20 || $0 == ":" || $0 == "," || $0 == "[" }
+            guard !host.isEmpty, !forbidden else {
+                throw TransportError(.invalidRequest, message: "host override: \"\(host)\" is not a host name")
+            }
+            guard (1...65_535).contains(port) else {
+                throw TransportError(.invalidRequest, message: "host override: port \(port) is out of range")
+            }
+            guard !addresses.isEmpty else {
+                throw TransportError(.invalidRequest, message: "host override: \(host) has no address")
+            }
+            for address in addresses where !Self.isIPAddress(address) {
+                throw TransportError(.invalidRequest, message: "host override: \"\(address)\" is not an IP address")
+            }
+            self.host = host
+            self.port = port
+            self.addresses = addresses
+        }
+
+        /// libcurl's `HOST:PORT:ADDRESS[,ADDRESS]`, IPv6 addresses in brackets.
+        var resolveEntry: String {
+            let list = addresses.map { $0.contains(":") ? "[\($0)]" : $0 }.joined(separator: ",")
+            return "\(host):\(port):\(list)"
+        }
+
+        private static func isIPAddress(_ text: String) -> Bool {
+            var buffer = in6_addr()
+            return inet_pton(AF_INET, text, &buffer) == 1 || inet_pton(AF_INET6, text, &buffer) == 1
+        }
     }
 
     /// How redirects (301, 302, 303, 307, 308 with a `Location`) are followed.
