@@ -106,26 +106,39 @@ final class ConnectionHandler: ChannelInboundHandler {
             buffer.writeString(head)
             context.write(wrapOutboundOut(buffer), promise: nil)
             writeChunks(next: 0, count: count, chunk: chunk, keepAlive: keepAlive, context: context)
-        case .eventStream(let chunks, let interval, let hold):
+        case .eventStream(let chunks, let interval, let hold, let reset):
             var head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
             head += "Transfer-Encoding: chunked\r\n\r\n"
             var buffer = context.channel.allocator.buffer(capacity: head.utf8.count)
             buffer.writeString(head)
             context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
-            writeEvents(chunks[...], interval: interval, hold: hold, keepAlive: keepAlive, context: context)
+            writeEvents(
+                chunks[...],
+                interval: interval,
+                hold: hold,
+                reset: reset,
+                keepAlive: keepAlive,
+                context: context
+            )
         }
     }
 
-    /// Writes one event-stream chunk per `interval`, then ends the body unless `hold`.
+    /// Writes one event-stream chunk per `interval`, then ends the body (or holds it open, or
+    /// resets the connection).
     private func writeEvents(
         _ chunks: ArraySlice<[UInt8]>,
         interval: Duration,
         hold: Bool,
+        reset: Bool,
         keepAlive: Bool,
         context: ChannelHandlerContext
     ) {
         guard let bytes = chunks.first else {
             guard !hold else { return }  // never finished: the client stops reading
+            guard !reset else {
+                self.reset(context: context)
+                return
+            }
             var end = context.channel.allocator.buffer(capacity: 5)
             end.writeString("0\r\n\r\n")
             finish(end, keepAlive: keepAlive, context: context)
@@ -139,7 +152,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         let rest = chunks.dropFirst()
         let nanoseconds = interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
         context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) {
-            self.writeEvents(rest, interval: interval, hold: hold, keepAlive: keepAlive, context: context)
+            self.writeEvents(rest, interval: interval, hold: hold, reset: reset, keepAlive: keepAlive, context: context)
         }
     }
 

@@ -8,8 +8,9 @@ enum Routes {
         /// A chunked body of `count` chunks, each made when it is about to be written.
         case chunked(status: Int, headers: [ScriptedResponse.HeaderPair], count: Int, chunk: @Sendable (Int) -> [UInt8])
         /// A chunked `text/event-stream` body, one chunk every `interval`; with `hold`, the
-        /// response is never finished after the last one (the client has to stop reading).
-        case eventStream(chunks: [[UInt8]], interval: Duration, hold: Bool)
+        /// response is never finished after the last one (the client has to stop reading); with
+        /// `reset`, the connection is reset after the last one (the stream breaks off).
+        case eventStream(chunks: [[UInt8]], interval: Duration, hold: Bool, reset: Bool)
     }
 
     static func answer(_ request: RecordedRequest, port: Int) -> Step {
@@ -93,17 +94,23 @@ enum Routes {
         case "range":
             return rangeRoute(request, count: min(number(1) ?? 0, 512 * 1024 * 1024), etag: string("etag"))
         case "sse":
-            // Event i: `id: i`, `event: tick`, two data lines; a comment first; CRLF line ends.
+            // Event i: `id: i`, `event: tick`, two data lines; a comment first; CRLF line ends. A
+            // `Last-Event-ID` continues after that event; without one, `cut_after=K` breaks the
+            // stream off after K events, in the middle of the next.
             let count = min(number(1) ?? 3, 10_000)
-            let chunks =
-                [Array(": stream of \(count) events\r\n".utf8)]
-                + (0..<count).map { index in
-                    Array("id: \(index)\r\nevent: tick\r\ndata: tick \(index)\r\ndata: line 2\r\n\r\n".utf8)
-                }
+            let lastID = request.header("Last-Event-ID")
+            let first = lastID.flatMap { Int($0) }.map { $0 + 1 } ?? 0
+            let cutAfter = lastID == nil ? int("cut_after").flatMap { $0 < count ? max($0, 0) : nil } : nil
+            let end = cutAfter ?? count
+            let events = (min(first, end)..<end).map { index in
+                Array("id: \(index)\r\nevent: tick\r\ndata: tick \(index)\r\ndata: line 2\r\n\r\n".utf8)
+            }
+            let broken = cutAfter.map { [Array("id: \($0)\r\ndata: half an ev".utf8)] } ?? []
             return .eventStream(
-                chunks: chunks,
+                chunks: [Array(": stream of \(count) events\r\n".utf8)] + events + broken,
                 interval: .milliseconds(int("interval_ms") ?? 0),
-                hold: int("hold") == 1
+                hold: int("hold") == 1,
+                reset: cutAfter != nil
             )
         case "stream":
             let lineCount = min(number(1) ?? 1, 10_000)

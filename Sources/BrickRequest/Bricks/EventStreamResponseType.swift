@@ -34,9 +34,13 @@ import Synchronization
 /// ends, and throws the request's ``BrickError`` when it fails. The body of a response that is
 /// not a success (2xx) is never parsed as events: a status refused by validation
 /// (``ValidatedResponseType``) ends the sequence with an error that keeps that body (up to
-/// 64 KiB) in ``BrickError/responseBody``. A retried request replays its events
-/// from the first (the stream restarts): give event streams ``NonAutoRetryType`` unless that is
-/// what you want. Run with `response(_:)`, `response()` or `value` instead, the body is kept in
+/// 64 KiB) in ``BrickError/responseBody``.
+///
+/// With retries (``AutoRetryType``), a stream that breaks off (the connection drops mid-stream)
+/// is reconnected by the retry, which sends `Last-Event-ID` with the last event ID received, so a
+/// server that keeps IDs continues after it; an unfinished event of the broken response is
+/// dropped. A server that ignores `Last-Event-ID`, or events without IDs, replay from the first:
+/// give such streams ``NonAutoRetryType``. Run with `response(_:)`, `response()` or `value` instead, the body is kept in
 /// memory and not parsed.
 public protocol EventStreamResponseType: ResponseType where SerializedObject == Empty {}
 
@@ -117,8 +121,16 @@ final class EventSink: Sendable {
     var stream: ResponseBodyStream {
         ResponseBodyStream(
             onResponse: { [self] status, _ in
-                state.withLock { $0.isSuccess = (200..<300).contains(status.code) }
+                state.withLock { state in
+                    // Each attempt's response is a new stream, continued after the last event.
+                    state.parser.reconnected()
+                    state.isSuccess = (200..<300).contains(status.code)
+                }
                 return true
+            },
+            retryHeaders: { [self] in
+                let id = state.withLock { $0.parser.lastEventID }
+                return id.isEmpty ? [] : [("Last-Event-ID", id)]
             },
             { [self] bytes in receive(bytes) }
         )

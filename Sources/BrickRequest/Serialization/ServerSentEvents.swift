@@ -44,7 +44,10 @@ public struct ServerSentEventParser: Sendable {
     private var data: [UInt8] = []
     private var hasData = false
     private var type = ""
-    /// The last event ID set by an `id:` field ("" when none), carried from event to event.
+    /// The `id:` of the event being read; it becomes ``lastEventID`` at the event's blank line.
+    private var idBuffer = ""
+    /// The last event ID ("" when none): set by an `id:` field once its event's blank line has
+    /// been read, and carried from event to event. What a reconnection sends as `Last-Event-ID`.
     public private(set) var lastEventID = ""
     /// The reconnection time set by the last valid `retry:` field (also one in an event that had
     /// no data), or `nil`.
@@ -52,6 +55,19 @@ public struct ServerSentEventParser: Sendable {
 
     /// Creates a parser at the start of a stream.
     public init() {}
+
+    /// Starts reading a new response of the same stream, after a reconnection: an unfinished
+    /// line or event of the broken response is dropped; ``lastEventID`` and
+    /// ``reconnectionTime`` are kept.
+    public mutating func reconnected() {
+        line.removeAll(keepingCapacity: true)
+        afterCR = false
+        atStart = true
+        data.removeAll(keepingCapacity: true)
+        hasData = false
+        type = ""
+        idBuffer = lastEventID
+    }
 
     /// Reads the next piece of the stream.
     ///
@@ -100,7 +116,7 @@ public struct ServerSentEventParser: Sendable {
             data.append(0x0A)
             hasData = true
         case "id":
-            if !value.contains(0) { lastEventID = String(decoding: value, as: UTF8.self) }
+            if !value.contains(0) { idBuffer = String(decoding: value, as: UTF8.self) }
         case "retry":
             if !value.isEmpty, value.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
                 let milliseconds = Int64(String(decoding: value, as: UTF8.self))
@@ -118,6 +134,7 @@ public struct ServerSentEventParser: Sendable {
             hasData = false
             type = ""
         }
+        lastEventID = idBuffer
         guard hasData else { return }
         data.removeLast()  // the line feed after the last data line
         events.append(

@@ -421,6 +421,10 @@ extension Session {
             } else {
                 request.options.resumingDownload = nil
             }
+            if case .stream(let stream) = request.options.destination, let provide = stream.retryHeaders {
+                // A stream that can be continued says how (server-sent events' `Last-Event-ID`).
+                request.headerFields = Self.replacing(request.headerFields, with: provide())
+            }
             lifecycle.running()
             do throws(BrickError) {
                 result = try await attempt(request, prepared: prepared, lifecycle: lifecycle)
@@ -429,6 +433,21 @@ extension Session {
                 throw error
             }
         }
+    }
+
+    /// `fields` with `replacements` in place of any fields of the same names; replacements that
+    /// are not valid header fields are left out.
+    private static func replacing(
+        _ fields: HTTPFields,
+        with replacements: [(name: String, value: String)]
+    ) -> HTTPFields {
+        guard !replacements.isEmpty, let valid = try? TransportRequest.validatedFields(replacements) else {
+            return fields
+        }
+        var fields = fields
+        for field in valid { fields[field.name] = nil }
+        fields.append(contentsOf: valid)
+        return fields
     }
 
     /// The outcome of a request cancelled between attempts; a partial download the last attempt

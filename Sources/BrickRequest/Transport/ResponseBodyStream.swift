@@ -30,6 +30,9 @@ import HTTPTypes
 public final class ResponseBodyStream: Sendable, Hashable {
     private let receiver: @Sendable (UnsafeRawBufferPointer) -> Bool
     private let onResponse: (@Sendable (HTTPResponse.Status, HTTPFields) -> Bool)?
+    /// Header fields a ``Session`` adds when it retries the request, so the server can continue
+    /// the stream where it broke off (server-sent events' `Last-Event-ID`).
+    let retryHeaders: (@Sendable () -> [(name: String, value: String)])?
 
     /// Creates a stream.
     ///
@@ -39,6 +42,7 @@ public final class ResponseBodyStream: Sendable, Hashable {
     public init(_ receiver: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool) {
         self.receiver = receiver
         self.onResponse = nil
+        self.retryHeaders = nil
     }
 
     /// Creates a stream that is first told the status and header fields of the response whose
@@ -55,6 +59,18 @@ public final class ResponseBodyStream: Sendable, Hashable {
     ) {
         self.receiver = receiver
         self.onResponse = onResponse
+        self.retryHeaders = nil
+    }
+
+    /// A stream told of each response, that also names header fields for a retry.
+    init(
+        onResponse: @escaping @Sendable (HTTPResponse.Status, HTTPFields) -> Bool,
+        retryHeaders: @escaping @Sendable () -> [(name: String, value: String)],
+        _ receiver: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool
+    ) {
+        self.receiver = receiver
+        self.onResponse = onResponse
+        self.retryHeaders = retryHeaders
     }
 
     /// Whether the stream wants to be told of the response before its body

@@ -15,6 +15,18 @@ final class Ticks: Component, GETRequestType, ValidatedResponseType, NonAutoRetr
     }
 }
 
+/// An event stream that retries at once when it breaks off.
+final class ResumingTicks: Component, GETRequestType, ValidatedResponseType, EventStreamResponseType {
+    let urlString: String
+    var autoRetryConfiguration: AutoRetryConfiguration {
+        AutoRetryConfiguration(breakTime: .milliseconds(10), maxRetryCount: 2)
+    }
+    init(_ url: String) {
+        self.urlString = url
+        super.init()
+    }
+}
+
 struct Prompt: Encodable, Sendable {
     var prompt: String
     var stream = true
@@ -70,6 +82,18 @@ struct ServerSentEventsTests {
             offset = end
         }
         #expect(events == Self.expected)
+    }
+
+    @Test("an id counts once its event's blank line is read; reconnected() drops an unfinished event")
+    func reconnection() {
+        var parser = ServerSentEventParser()
+        let first = parser.parse(Array("id: 1\ndata: one\n\nid: 2\ndata: tw".utf8))
+        let idBeforeReconnection = parser.lastEventID
+        parser.reconnected()
+        let second = parser.parse(Array("data: three\n\n".utf8))
+        #expect(first == [ServerSentEvent(data: "one", id: "1")])
+        #expect(idBeforeReconnection == "1")
+        #expect(second == [ServerSentEvent(data: "three", id: "1")])
     }
 
     @Test("a byte order mark is skipped at the start of the stream only")
@@ -173,6 +197,25 @@ struct ServerSentEventsTests {
             }
             #expect(errors.map { $0?.code } == [.cancelled, .cancelled])
             #expect(server.requests(path: "/sse/1").count == 1)
+        }
+    }
+
+    @Test("a stream that breaks off is reconnected with Last-Event-ID and continues after the last event")
+    func reconnects() async throws {
+        try await withServer { server in
+            let ticks = ResumingTicks(server.baseURL + "/sse/5?cut_after=2")
+            var ids: [String?] = []
+            var data: [String] = []
+            for try await event in ticks.events() {
+                ids.append(event.id)
+                data.append(event.data)
+            }
+            let requests = server.requests(path: "/sse/5")
+            // Each event once; the half event of the broken response is dropped.
+            #expect(ids == ["0", "1", "2", "3", "4"])
+            #expect(data.allSatisfy { $0.hasSuffix("line 2") })
+            #expect(requests.map { $0.header("Last-Event-ID") } == [nil, "1"])
+            #expect(ticks.retryCount == 1)
         }
     }
 
