@@ -89,14 +89,10 @@ final class ConnectionHandler: ChannelInboundHandler {
         case .script(let scripted):
             perform(scripted, keepAlive: keepAlive, context: context)
         case .delayed(let delay, let then):
-            loop.scheduleTask(
-                in: .nanoseconds(
-                    Int64(delay.components.seconds) * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
-                )
-            ) {
+            loop.scheduleTask(in: Self.timeAmount(delay)) {
                 self.perform(then, keepAlive: keepAlive, context: context)
             }
-        case .chunked(let status, let headers, let count, let chunk):
+        case .chunked(let status, let headers, let count, let interval, let ending, let chunk):
             var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\n"
             for header in headers { head += "\(header.name): \(header.value)\r\n" }
             head += "Transfer-Encoding: chunked\r\n"
@@ -105,69 +101,41 @@ final class ConnectionHandler: ChannelInboundHandler {
             var buffer = context.channel.allocator.buffer(capacity: head.utf8.count)
             buffer.writeString(head)
             context.write(wrapOutboundOut(buffer), promise: nil)
-            writeChunks(next: 0, count: count, chunk: chunk, keepAlive: keepAlive, context: context)
-        case .eventStream(let chunks, let interval, let hold, let reset):
-            var head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-            head += "Transfer-Encoding: chunked\r\n\r\n"
-            var buffer = context.channel.allocator.buffer(capacity: head.utf8.count)
-            buffer.writeString(head)
-            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
-            writeEvents(
-                chunks[...],
-                interval: interval,
-                hold: hold,
-                reset: reset,
-                keepAlive: keepAlive,
-                context: context
-            )
+            let pacing = Pacing(interval: interval, ending: ending)
+            writeChunks(next: 0, count: count, pacing: pacing, chunk: chunk, keepAlive: keepAlive, context: context)
         }
     }
 
-    /// Writes one event-stream chunk per `interval`, then ends the body (or holds it open, or
-    /// resets the connection).
-    private func writeEvents(
-        _ chunks: ArraySlice<[UInt8]>,
-        interval: Duration,
-        hold: Bool,
-        reset: Bool,
-        keepAlive: Bool,
-        context: ChannelHandlerContext
-    ) {
-        guard let bytes = chunks.first else {
-            guard !hold else { return }  // never finished: the client stops reading
-            guard !reset else {
-                self.reset(context: context)
-                return
-            }
-            var end = context.channel.allocator.buffer(capacity: 5)
-            end.writeString("0\r\n\r\n")
-            finish(end, keepAlive: keepAlive, context: context)
-            return
-        }
-        var buffer = context.channel.allocator.buffer(capacity: bytes.count + 16)
-        buffer.writeString(String(bytes.count, radix: 16) + "\r\n")
-        buffer.writeBytes(bytes)
-        buffer.writeString("\r\n")
-        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
-        let rest = chunks.dropFirst()
-        let nanoseconds = interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
-        context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) {
-            self.writeEvents(rest, interval: interval, hold: hold, reset: reset, keepAlive: keepAlive, context: context)
-        }
+    /// How a chunked body's chunks are spaced and how it ends.
+    private struct Pacing {
+        var interval: Duration
+        var ending: Routes.ChunkedEnding
+    }
+
+    private static func timeAmount(_ duration: Duration) -> TimeAmount {
+        .nanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
     }
 
     /// Writes one chunk, and the next only when it has been flushed: one chunk in memory at a time.
     private func writeChunks(
         next index: Int,
         count: Int,
+        pacing: Pacing,
         chunk: @escaping @Sendable (Int) -> [UInt8],
         keepAlive: Bool,
         context: ChannelHandlerContext
     ) {
         guard index < count else {
-            var end = context.channel.allocator.buffer(capacity: 5)
-            end.writeString("0\r\n\r\n")
-            finish(end, keepAlive: keepAlive, context: context)
+            switch pacing.ending {
+            case .finish:
+                var end = context.channel.allocator.buffer(capacity: 5)
+                end.writeString("0\r\n\r\n")
+                finish(end, keepAlive: keepAlive, context: context)
+            case .hold:
+                break
+            case .reset:
+                reset(context: context)
+            }
             return
         }
         var buffer = context.channel.allocator.buffer(capacity: 0)
@@ -182,8 +150,21 @@ final class ConnectionHandler: ChannelInboundHandler {
             guard case .success = result else { return }
             // Continue from a fresh stack frame: a write that completes at once would otherwise
             // recurse and keep every earlier chunk alive.
-            context.eventLoop.assumeIsolated().execute {
-                self.writeChunks(next: index + 1, count: count, chunk: chunk, keepAlive: keepAlive, context: context)
+            let next = {
+                self.writeChunks(
+                    next: index + 1,
+                    count: count,
+                    pacing: pacing,
+                    chunk: chunk,
+                    keepAlive: keepAlive,
+                    context: context
+                )
+            }
+            let loop = context.eventLoop.assumeIsolated()
+            if pacing.interval == .zero {
+                loop.execute(next)
+            } else {
+                loop.scheduleTask(in: Self.timeAmount(pacing.interval), next)
             }
         }
     }

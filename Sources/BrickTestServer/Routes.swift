@@ -5,12 +5,26 @@ enum Routes {
     indirect enum Step {
         case script(ScriptedResponse)
         case delayed(Duration, then: Step)
-        /// A chunked body of `count` chunks, each made when it is about to be written.
-        case chunked(status: Int, headers: [ScriptedResponse.HeaderPair], count: Int, chunk: @Sendable (Int) -> [UInt8])
-        /// A chunked `text/event-stream` body, one chunk every `interval`; with `hold`, the
-        /// response is never finished after the last one (the client has to stop reading); with
-        /// `reset`, the connection is reset after the last one (the stream breaks off).
-        case eventStream(chunks: [[UInt8]], interval: Duration, hold: Bool, reset: Bool)
+        /// A chunked body of `count` chunks, each made when it is about to be written, `interval`
+        /// apart, then ended as `ending` says.
+        case chunked(
+            status: Int,
+            headers: [ScriptedResponse.HeaderPair],
+            count: Int,
+            interval: Duration = .zero,
+            ending: ChunkedEnding = .finish,
+            chunk: @Sendable (Int) -> [UInt8]
+        )
+    }
+
+    /// What follows the last chunk of a `.chunked` step.
+    enum ChunkedEnding {
+        /// The terminating chunk: a complete response.
+        case finish
+        /// Nothing: the response never ends (the client has to stop reading).
+        case hold
+        /// A connection reset: the body breaks off.
+        case reset
     }
 
     static func answer(_ request: RecordedRequest, port: Int) -> Step {
@@ -106,12 +120,14 @@ enum Routes {
                 Array("id: \(index)\r\nevent: tick\r\ndata: tick \(index)\r\ndata: line 2\r\n\r\n".utf8)
             }
             let broken = cutAfter.map { [Array("id: \($0)\r\ndata: half an ev".utf8)] } ?? []
-            return .eventStream(
-                chunks: [Array(": stream of \(count) events\r\n".utf8)] + events + broken,
+            let chunks = [Array(": stream of \(count) events\r\n".utf8)] + events + broken
+            return .chunked(
+                status: 200,
+                headers: [.init("Content-Type", "text/event-stream"), .init("Cache-Control", "no-cache")],
+                count: chunks.count,
                 interval: .milliseconds(int("interval_ms") ?? 0),
-                hold: int("hold") == 1,
-                reset: cutAfter != nil
-            )
+                ending: cutAfter != nil ? .reset : int("hold") == 1 ? .hold : .finish
+            ) { chunks[$0] }
         case "stream":
             let lineCount = min(number(1) ?? 1, 10_000)
             let echoed = echo(request, port: port)

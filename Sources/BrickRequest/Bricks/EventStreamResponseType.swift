@@ -40,8 +40,8 @@ import Synchronization
 /// is reconnected by the retry, which sends `Last-Event-ID` with the last event ID received, so a
 /// server that keeps IDs continues after it; an unfinished event of the broken response is
 /// dropped. A server that ignores `Last-Event-ID`, or events without IDs, replay from the first:
-/// give such streams ``NonAutoRetryType``. Run with `response(_:)`, `response()` or `value` instead, the body is kept in
-/// memory and not parsed.
+/// give such streams ``NonAutoRetryType``. Run with `response(_:)`, `response()` or `value`
+/// instead, the body is kept in memory and not parsed.
 public protocol EventStreamResponseType: ResponseType where SerializedObject == Empty {}
 
 extension EventStreamResponseType {
@@ -67,31 +67,29 @@ extension EventStreamResponseType where Self: Component {
             continuation.finish(throwing: BrickError(.cancelled, message: "the request already ran or was cancelled"))
             return events
         }
-        eventSink = EventSink(continuation)
+        let sink = EventSink(continuation)
+        eventSink = sink
         let lifecycle = self.lifecycle
         continuation.onTermination = { termination in
             if case .cancelled = termination { _ = lifecycle.cancel() }
         }
-        let sink = eventSink
         response { response in
-            guard let error = response.error else {
+            guard var error = response.error else {
                 continuation.finish()
                 return
             }
             // A response refused by validation: its body (kept by the sink, not parsed) goes with
             // the error, as it does for a body kept in memory.
-            let body = error.responseBody ?? sink?.errorDocument
-            continuation.finish(
-                throwing: body == error.responseBody
-                    ? error
-                    : BrickError(
-                        error.code,
-                        message: error.message,
-                        underlying: error.underlying,
-                        status: error.status,
-                        responseBody: body
-                    )
-            )
+            if error.responseBody == nil, let document = sink.errorDocument {
+                error = BrickError(
+                    error.code,
+                    message: error.message,
+                    underlying: error.underlying,
+                    status: error.status,
+                    responseBody: document
+                )
+            }
+            continuation.finish(throwing: error)
         }
         .resume()
         eventSink = nil

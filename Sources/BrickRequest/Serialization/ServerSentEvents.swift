@@ -41,8 +41,8 @@ public struct ServerSentEventParser: Sendable {
     private var line: [UInt8] = []
     private var afterCR = false
     private var atStart = true
+    /// The event's `data:` lines, each followed by a line feed: empty only when it has none.
     private var data: [UInt8] = []
-    private var hasData = false
     private var type = ""
     /// The `id:` of the event being read; it becomes ``lastEventID`` at the event's blank line.
     private var idBuffer = ""
@@ -64,7 +64,6 @@ public struct ServerSentEventParser: Sendable {
         afterCR = false
         atStart = true
         data.removeAll(keepingCapacity: true)
-        hasData = false
         type = ""
         idBuffer = lastEventID
     }
@@ -114,7 +113,6 @@ public struct ServerSentEventParser: Sendable {
         case "data":
             data.append(contentsOf: value)
             data.append(0x0A)
-            hasData = true
         case "id":
             if !value.contains(0) { idBuffer = String(decoding: value, as: UTF8.self) }
         case "retry":
@@ -131,11 +129,10 @@ public struct ServerSentEventParser: Sendable {
     private mutating func dispatch(into events: inout [ServerSentEvent]) {
         defer {
             data.removeAll(keepingCapacity: true)
-            hasData = false
             type = ""
         }
         lastEventID = idBuffer
-        guard hasData else { return }
+        guard !data.isEmpty else { return }
         data.removeLast()  // the line feed after the last data line
         events.append(
             ServerSentEvent(

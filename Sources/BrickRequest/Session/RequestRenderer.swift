@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Synchronization
 
 /// Reads an endpoint's bricks and produces the `Sendable` request the transport sends.
 ///
@@ -21,7 +20,9 @@ enum RequestRenderer {
         var progress: (@Sendable (TransportRequest.Progress) -> Void)? = nil
         if startsRequest, let component, let handler = component.progressHandler {
             component.progressHandler = nil
-            progress = ProgressRelay(handler: handler, callbacks: session.callbacks).report
+            // The transport reports only changes, on its thread; the handler runs on the callback queue.
+            let callbacks = session.callbacks
+            progress = { figures in callbacks.submit { handler(figures) } }
         }
         let method = request.method
         var url = request.urlString
@@ -149,29 +150,5 @@ enum RequestRenderer {
         let pathStart = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
         let trimmedOrigin = origin.hasSuffix("/") ? String(origin.dropLast()) : origin
         return trimmedOrigin + rest[pathStart...]
-    }
-}
-
-/// Hands a request's progress to its ``RequestType/progress(_:)`` handler on the session's callback
-/// queue, only when it changed (libcurl reports the same figures many times over).
-final class ProgressRelay: Sendable {
-    private let handler: @Sendable (TransportRequest.Progress) -> Void
-    private let callbacks: CallbackDispatcher
-    private let last = Lock<TransportRequest.Progress?>(nil)
-
-    init(handler: @escaping @Sendable (TransportRequest.Progress) -> Void, callbacks: CallbackDispatcher) {
-        self.handler = handler
-        self.callbacks = callbacks
-    }
-
-    /// Called by the transport on its thread.
-    func report(_ progress: TransportRequest.Progress) {
-        let changed = last.withLock { last -> Bool in
-            defer { last = progress }
-            return last != progress
-        }
-        guard changed else { return }
-        let handler = self.handler
-        callbacks.submit { handler(progress) }
     }
 }

@@ -273,12 +273,7 @@ extension Session {
         var signed = request
         do {
             let fields = try TransportRequest.validatedFields(credential.headers.map { ($0.key, $0.value) })
-            var headerFields = signed.headerFields
-            for field in fields {
-                headerFields[field.name] = nil
-            }
-            headerFields.append(contentsOf: fields)
-            signed.headerFields = headerFields
+            signed.headerFields = Self.replacing(signed.headerFields, with: fields)
         } catch {
             throw BrickError(.authenticationFailed, message: "the credential has an invalid header", underlying: error)
         }
@@ -421,9 +416,11 @@ extension Session {
             } else {
                 request.options.resumingDownload = nil
             }
-            if case .stream(let stream) = request.options.destination, let provide = stream.retryHeaders {
+            if case .stream(let stream) = request.options.destination, let provide = stream.retryHeaders,
+                let fields = try? TransportRequest.validatedFields(provide())
+            {
                 // A stream that can be continued says how (server-sent events' `Last-Event-ID`).
-                request.headerFields = Self.replacing(request.headerFields, with: provide())
+                request.headerFields = Self.replacing(request.headerFields, with: fields)
             }
             lifecycle.running()
             do throws(BrickError) {
@@ -435,18 +432,11 @@ extension Session {
         }
     }
 
-    /// `fields` with `replacements` in place of any fields of the same names; replacements that
-    /// are not valid header fields are left out.
-    private static func replacing(
-        _ fields: HTTPFields,
-        with replacements: [(name: String, value: String)]
-    ) -> HTTPFields {
-        guard !replacements.isEmpty, let valid = try? TransportRequest.validatedFields(replacements) else {
-            return fields
-        }
+    /// `fields` with `replacements` in place of any fields of the same names.
+    private static func replacing(_ fields: HTTPFields, with replacements: HTTPFields) -> HTTPFields {
         var fields = fields
-        for field in valid { fields[field.name] = nil }
-        fields.append(contentsOf: valid)
+        for field in replacements { fields[field.name] = nil }
+        fields.append(contentsOf: replacements)
         return fields
     }
 

@@ -62,7 +62,8 @@ public struct TransportRequest: Sendable {
         public var maxResponseSize: Int64?
         /// Where the response body goes; memory by default.
         public var destination: ResponseDestination
-        /// Called with upload and download progress, on the transport's thread. Keep it short.
+        /// Called with upload and download progress, on the transport's thread, each time the
+        /// figures change. Keep it short.
         public var progress: (@Sendable (Progress) -> Void)?
         /// Whether redirects are followed (within the transport's redirect policy). Default `true`.
         public var followsRedirects: Bool

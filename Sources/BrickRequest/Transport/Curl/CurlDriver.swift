@@ -924,9 +924,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         transfer.redirectCount += 1
         guard let easy = transfer.easy else { return .deliver }
         curl_multi_remove_handle(multi, easy.raw)
-        // A new hop writes a new partial file, except when continuing one (a redirect's body is
-        // never written, so the file is still as the hop before found it).
-        if transfer.resumeOffset == 0 { transfer.removePartialFile() }
+        // A `.file` destination keeps its partial file: a followed redirect's body is never
+        // written, so the next hop finds it as this one did.
         if let error = configure(easy, for: transfer) {
             return .failed(error)
         }

@@ -283,28 +283,6 @@ struct HeaderBlock {
     /// The block as an array: `Name: value\r\n` lines, status line excluded.
     var bytes: [UInt8] { Array(UnsafeBufferPointer(start: storage, count: count)) }
 
-    /// The value of the first field called `name` (ASCII, compared case-insensitively), trimmed.
-    /// A scan of the block: for occasional lookups, not for every response.
-    func value(of name: String) -> String? {
-        let wanted = Array(name.utf8.map { $0 | 0x20 })
-        let block = UnsafeBufferPointer(start: storage, count: count)
-        var lineStart = 0
-        while lineStart < block.count {
-            var lineEnd = lineStart
-            while lineEnd < block.count && block[lineEnd] != UInt8(ascii: "\n") { lineEnd += 1 }
-            let colon = lineStart + wanted.count
-            if colon < lineEnd, block[colon] == UInt8(ascii: ":"),
-                (0..<wanted.count).allSatisfy({ block[lineStart + $0] | 0x20 == wanted[$0] })
-            {
-                var valueEnd = lineEnd
-                if valueEnd > colon + 1 && block[valueEnd - 1] == UInt8(ascii: "\r") { valueEnd -= 1 }
-                return String(decoding: block[(colon + 1)..<valueEnd], as: UTF8.self).trimmingSpacesAndTabs()
-            }
-            lineStart = lineEnd + 1
-        }
-        return nil
-    }
-
     /// Frees the buffer (the owner's `deinit`).
     func deallocate() { storage.deallocate() }
 }

@@ -40,6 +40,8 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     @exclusivity(unchecked) var resumeValidator: String?
     /// Where the body goes when the destination is a stream.
     @exclusivity(unchecked) var stream: ResponseBodyStream?
+    /// The progress last handed to the request's progress callback.
+    @exclusivity(unchecked) var reportedProgress: TransportRequest.Progress?
     @exclusivity(unchecked) var sawBody = false
     @exclusivity(unchecked) var discardingBody = false
     /// Set by a callback that aborted the transfer, to explain curl's generic result code.
@@ -99,10 +101,11 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     /// whether a later request could continue it.
     private func prepareBodyFile(_ easy: EasyHandle) -> Bool {
         let status = easy.long(CURLINFO_RESPONSE_CODE)
-        let encoding = easy.headerBlock.value(of: "content-encoding")?.lowercased()
+        let fields = HeaderParser.fields(from: easy.headerBlock.bytes)
+        let encoding = fields[.contentEncoding]?.lowercased()
         let identity = encoding == nil || encoding == "identity"
         if resumeOffset > 0 {
-            let range = easy.headerBlock.value(of: "content-range") ?? ""
+            let range = fields[.contentRange] ?? ""
             if status == 206 && range.hasPrefix("bytes \(resumeOffset)-") {
                 guard identity else {
                     // A range of an encoded representation cannot be spliced onto decoded bytes.
@@ -131,9 +134,9 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
         }
         resumeValidator = nil
         guard status == 200, identity else { return true }
-        if let tag = easy.headerBlock.value(of: "etag"), !tag.hasPrefix("W/"), !tag.isEmpty {
+        if let tag = fields[.eTag], !tag.hasPrefix("W/"), !tag.isEmpty {
             resumeValidator = tag
-        } else if let date = easy.headerBlock.value(of: "last-modified"), !date.isEmpty {
+        } else if let date = fields[.lastModified], !date.isEmpty {
             resumeValidator = date
         }
         return true
@@ -270,6 +273,13 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
 
     // MARK: - Response body
 
+    /// Why a transfer ends when its ``ResponseBodyStream`` answers `false`.
+    private static let streamStopped = TransportError(
+        .cancelled,
+        message: "the response body stream stopped the transfer",
+        requestBytesSent: true
+    )
+
     func receiveBody(_ pointer: UnsafeMutablePointer<CChar>, _ count: Int) -> Int {
         activity &+= Int64(count)
         if !sawBody {
@@ -291,11 +301,7 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
                         headerFields: HeaderParser.fields(from: easy.headerBlock.bytes)
                     )
                 else {
-                    abortError = TransportError(
-                        .cancelled,
-                        message: "the response body stream stopped the transfer",
-                        requestBytesSent: true
-                    )
+                    abortError = Self.streamStopped
                     return 0
                 }
             }
@@ -328,11 +334,7 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
             }
         } else if let stream {
             guard stream.receive(UnsafeRawBufferPointer(start: pointer, count: count)) else {
-                abortError = TransportError(
-                    .cancelled,
-                    message: "the response body stream stopped the transfer",
-                    requestBytesSent: true
-                )
+                abortError = Self.streamStopped
                 return 0
             }
         } else {
@@ -457,16 +459,19 @@ enum CurlCallbacks {
 
     static let progress: ccurl_xferinfo_callback = { userData, downloadTotal, downloadNow, uploadTotal, uploadNow in
         let transfer = Transfer.from(cell: userData)
+        guard let report = transfer.request.options.progress else { return 0 }
         // A continued download counts the bytes it started with.
         let offset = transfer.resumeOffset
-        transfer.request.options.progress?(
-            TransportRequest.Progress(
-                bytesReceived: Int64(downloadNow) + offset,
-                totalBytesExpectedToReceive: downloadTotal > 0 ? Int64(downloadTotal) + offset : 0,
-                bytesSent: Int64(uploadNow),
-                totalBytesExpectedToSend: Int64(uploadTotal)
-            )
+        let progress = TransportRequest.Progress(
+            bytesReceived: Int64(downloadNow) + offset,
+            totalBytesExpectedToReceive: downloadTotal > 0 ? Int64(downloadTotal) + offset : 0,
+            bytesSent: Int64(uploadNow),
+            totalBytesExpectedToSend: Int64(uploadTotal)
         )
+        // libcurl calls many times with the same figures: only changes are reported.
+        guard progress != transfer.reportedProgress else { return 0 }
+        transfer.reportedProgress = progress
+        report(progress)
         return 0
     }
 }
