@@ -787,7 +787,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         return nil
     }
 
-    /// Opens the file a `.file` destination's body is written to until it is complete: the
+    /// Opens the file a `.file` destination's body is written to until it is complete (once per
+    /// transfer: redirects keep it): the
     /// partial download to continue when it is intact, otherwise a new file next to the
     /// destination under a name of its own (moved onto it only when complete: readers never see a
     /// partial body, and a failure leaves the destination untouched).
@@ -796,8 +797,6 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         destination path: String,
         resuming: PartialDownload?
     ) -> TransportError? {
-        transfer.resumeOffset = 0
-        transfer.resumeValidator = nil
         if let resuming {
             var info = stat()
             let intact =
