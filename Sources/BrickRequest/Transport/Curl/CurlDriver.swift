@@ -787,11 +787,11 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         return nil
     }
 
-    /// Opens the file a `.file` destination's body is written to until it is complete (once per
-    /// transfer: redirects keep it): the
-    /// partial download to continue when it is intact, otherwise a new file next to the
-    /// destination under a name of its own (moved onto it only when complete: readers never see a
-    /// partial body, and a failure leaves the destination untouched).
+    /// Opens the file a `.file` destination's body is written to until it is complete, once per
+    /// transfer (redirects keep it): the partial download to continue when it is intact,
+    /// otherwise a new file next to the destination under a name of its own (moved onto it only
+    /// when complete: readers never see a partial body, and a failure leaves the destination
+    /// untouched).
     private func openBodyFile(
         for transfer: Transfer,
         destination path: String,
