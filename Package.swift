@@ -60,6 +60,13 @@ let package = Package(
             dependencies: ["BrickRequest", "BrickTestServer"],
             path: "Tests/Probes/MemoryProbe"
         ),
+        // For the test suite: many requests under a resource limit (ulimit -n, ulimit -v) that its
+        // parent sets, against a server in the parent.
+        .executableTarget(
+            name: "brick-limits-probe",
+            dependencies: ["BrickRequest"],
+            path: "Tests/Probes/LimitsProbe"
+        ),
         .testTarget(
             name: "BrickRequestTests",
             dependencies: ["BrickRequest", "BrickTesting", "BrickTestServer", "CCurl"]

@@ -207,6 +207,18 @@ final class ConnectionHandler: ChannelInboundHandler {
             context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
                 context.close(promise: nil)
             }
+        case .rawKeepingConnection(let bytes):
+            var buffer = context.channel.allocator.buffer(capacity: bytes.count)
+            buffer.writeBytes(bytes)
+            finish(buffer, keepAlive: true, context: context)
+        case .pushAfterResponse(let response, let bytes, let delay):
+            perform(response, keepAlive: keepAlive, context: context)
+            context.eventLoop.assumeIsolated().scheduleTask(in: Self.timeAmount(delay)) {
+                guard context.channel.isActive else { return }
+                var buffer = context.channel.allocator.buffer(capacity: bytes.count)
+                buffer.writeBytes(bytes)
+                context.writeAndFlush(self.wrapOutboundOut(buffer), promise: nil)
+            }
         }
     }
 

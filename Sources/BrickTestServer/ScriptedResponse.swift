@@ -22,6 +22,13 @@ public enum ScriptedResponse: Sendable, Hashable {
     case slowDrip(totalBytes: Int, interval: Duration)
     /// Write these exact bytes (a hand-made, possibly malformed response), then close.
     case raw([UInt8])
+    /// Write these exact bytes and keep the connection open for the next request, as a server
+    /// that sends more than it owes does: a body after a `204` or `304`, or after a `HEAD`
+    /// response.
+    case rawKeepingConnection([UInt8])
+    /// Answer as `response` does, then, `delay` later, push `bytes` on the idle kept-alive
+    /// connection (an unsolicited response, which a client must not take for the next answer).
+    indirect case pushAfterResponse(ScriptedResponse, bytes: [UInt8], delay: Duration)
 
     /// A header name and value.
     public struct HeaderPair: Sendable, Hashable {

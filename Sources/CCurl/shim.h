@@ -16,6 +16,11 @@ typedef size_t (*ccurl_data_callback)(char *buffer, size_t size, size_t nitems, 
 typedef int (*ccurl_xferinfo_callback)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
                                        curl_off_t ultotal, curl_off_t ulnow);
 typedef int (*ccurl_seek_callback)(void *userdata, curl_off_t offset, int origin);
+typedef int (*ccurl_prereq_callback)(void *userdata, char *primary_ip, char *local_ip, int primary_port,
+                                     int local_port);
+typedef curl_socket_t (*ccurl_opensocket_callback)(void *userdata, curlsocktype purpose,
+                                                   struct curl_sockaddr *address);
+typedef int (*ccurl_closesocket_callback)(void *userdata, curl_socket_t socket);
 
 static inline CURLcode ccurl_easy_setopt_long(CURL *handle, CURLoption option, long value) {
     return curl_easy_setopt(handle, option, value);
@@ -36,6 +41,31 @@ static inline CURLcode ccurl_easy_setopt_xferinfo_callback(CURL *handle,
 }
 static inline CURLcode ccurl_easy_setopt_seek_callback(CURL *handle, ccurl_seek_callback callback) {
     return curl_easy_setopt(handle, CURLOPT_SEEKFUNCTION, callback);
+}
+
+/* Called before each request is sent, on a new or a reused connection (libcurl 7.80+). Returns
+ * CURLE_UNKNOWN_OPTION on an older libcurl: the caller then does without the check. */
+static inline CURLcode ccurl_easy_setopt_prereq_callback(CURL *handle, ccurl_prereq_callback callback) {
+#if LIBCURL_VERSION_NUM >= 0x075000
+    return curl_easy_setopt(handle, CURLOPT_PREREQFUNCTION, callback);
+#else
+    (void)handle; (void)callback;
+    return CURLE_UNKNOWN_OPTION;
+#endif
+}
+static inline CURLcode ccurl_easy_setopt_prereq_data(CURL *handle, void *data) {
+#if LIBCURL_VERSION_NUM >= 0x075000
+    return curl_easy_setopt(handle, CURLOPT_PREREQDATA, data);
+#else
+    (void)handle; (void)data;
+    return CURLE_UNKNOWN_OPTION;
+#endif
+}
+static inline CURLcode ccurl_easy_setopt_opensocket_callback(CURL *handle, ccurl_opensocket_callback callback) {
+    return curl_easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, callback);
+}
+static inline CURLcode ccurl_easy_setopt_closesocket_callback(CURL *handle, ccurl_closesocket_callback callback) {
+    return curl_easy_setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, callback);
 }
 
 static inline CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
@@ -83,6 +113,11 @@ static inline size_t ccurl_writefunc_error(void) { return 0; }
 static inline int ccurl_readfunc_abort(void) { return CURL_READFUNC_ABORT; }
 static inline int ccurl_seekfunc_ok(void) { return CURL_SEEKFUNC_OK; }
 static inline int ccurl_seekfunc_cantseek(void) { return CURL_SEEKFUNC_CANTSEEK; }
+static inline size_t ccurl_writefunc_pause(void) { return CURL_WRITEFUNC_PAUSE; }
+static inline int ccurl_prereqfunc_ok(void) { return 0; /* CURL_PREREQFUNC_OK */ }
+static inline int ccurl_prereqfunc_abort(void) { return 1; /* CURL_PREREQFUNC_ABORT */ }
+static inline int ccurl_pause_continue(void) { return CURLPAUSE_CONT; }
+static inline curl_socket_t ccurl_socket_bad(void) { return CURL_SOCKET_BAD; }
 static inline long ccurl_error_size(void) { return CURL_ERROR_SIZE; }
 static inline long ccurl_version_num(void) { return LIBCURL_VERSION_NUM; }
 static inline long ccurl_version_features(void) { return (long)curl_version_info(CURLVERSION_NOW)->features; }

@@ -18,7 +18,8 @@ public struct FileParameter: Sendable, Hashable {
     public let name: String
     /// The file name announced in `Content-Disposition`.
     public let fileName: String
-    /// The part's media type.
+    /// The part's media type, written into the part's `Content-Type` as it is: one with CR, LF or
+    /// NUL is refused when the request is rendered (``BrickError/Code/invalidRequest``).
     public let mimeType: String
     /// The bytes.
     public let source: Source

@@ -44,7 +44,9 @@ enum PercentEncoding {
 /// Builds a streamed `multipart/form-data` body: text parts and part headers in memory, file parts
 /// read from disk while sending.
 enum MultipartEncoder {
-    static func body(_ parameters: ParameterBuilder, boundary: String) -> RequestBody {
+    /// - Throws: ``BrickError/Code/invalidRequest`` when a file's media type holds CR, LF or NUL
+    ///   (it is written into the part's header as it is, unlike names, which are escaped).
+    static func body(_ parameters: ParameterBuilder, boundary: String) throws(BrickError) -> RequestBody {
         var segments: [RequestBody.Segment] = []
         var pending = Data()
         func flush() {
@@ -63,6 +65,13 @@ enum MultipartEncoder {
             case .text(_, nil):
                 continue
             case .file(let file):
+                if file.mimeType.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
+                    throw BrickError(
+                        .invalidRequest,
+                        message: "file parameter \(file.name.debugDescription) has a media type containing CR, LF or NUL "
+                            + "(header injection)"
+                    )
+                }
                 pending.append(contentsOf: "--\(boundary)\r\n".utf8)
                 pending.append(
                     contentsOf:

@@ -20,6 +20,7 @@ public enum RetryVerdict: Sendable, Hashable {
 /// | `cannotResolveProxy` | back off and retry | the proxy name may resolve later |
 /// | `timedOut` | back off and retry | transient congestion or a slow server (idempotent methods only if bytes were sent) |
 /// | `connectionReset` | back off and retry | the connection broke (idempotent methods only if bytes were sent) |
+/// | `outOfResources` | back off and retry | the process ran out of descriptors or memory; finished requests free them |
 /// | `tls` | fatal | certificate, pin or handshake failures do not heal by retrying |
 /// | `tooManyRedirects`, `redirectRefused` | fatal | the server's redirect policy will not change |
 /// | `bodyTooLarge`, `invalidResponse` | fatal | the same request gets the same answer |
@@ -79,6 +80,7 @@ public enum RetryClassification {
         case .cannotResolveProxy: return (.backOffAndRetry, "the proxy name may resolve later")
         case .timedOut: return (.backOffAndRetry, "a timeout: congestion or a slow server")
         case .connectionReset: return (.backOffAndRetry, "the connection broke")
+        case .outOfResources: return (.backOffAndRetry, "out of descriptors or memory: others may free them")
         case .tls: return (.fatal, "TLS failures do not heal by retrying")
         case .tooManyRedirects, .redirectRefused: return (.fatal, "the redirect policy will not change")
         case .bodyTooLarge, .invalidResponse: return (.fatal, "the same request gets the same answer")

@@ -135,9 +135,3 @@ public struct RetryEngine: Sendable {
     }
 }
 
-extension Duration {
-    /// The duration in seconds, as a `Double`.
-    var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}

@@ -33,6 +33,10 @@ public struct ServerSentEvent: Sendable, Hashable {
 /// dispatched at a blank line if it has data. Bytes after the last blank line are an unfinished
 /// event: they are not dispatched.
 ///
+/// The parser holds at most ``maxEventSize`` bytes of an unfinished line and event: a stream may
+/// run for days, but no single event may grow without bound. Past it, ``exceededLimit`` is set and
+/// the rest of the stream is ignored.
+///
 /// ```swift
 /// var parser = ServerSentEventParser()
 /// for event in parser.parse(Array("data: hello\n\n".utf8)) { print(event.data) }   // hello
@@ -53,8 +57,18 @@ public struct ServerSentEventParser: Sendable {
     /// no data), or `nil`.
     public private(set) var reconnectionTime: Duration?
 
+    /// The most bytes of one event (its data lines) and its current line held while they are
+    /// read. Default 1 MiB.
+    public let maxEventSize: Int
+    /// Whether an event or a line grew past ``maxEventSize``: the parser then stops parsing.
+    public private(set) var exceededLimit = false
+
     /// Creates a parser at the start of a stream.
-    public init() {}
+    ///
+    /// - Parameter maxEventSize: The most bytes one unfinished event and line may hold.
+    public init(maxEventSize: Int = 1 << 20) {
+        self.maxEventSize = maxEventSize
+    }
 
     /// Starts reading a new response of the same stream, after a reconnection: an unfinished
     /// line or event of the broken response is dropped; ``lastEventID`` and
@@ -74,6 +88,7 @@ public struct ServerSentEventParser: Sendable {
     /// - Returns: The events completed by them, in order.
     public mutating func parse(_ bytes: some Sequence<UInt8>) -> [ServerSentEvent] {
         var events: [ServerSentEvent] = []
+        guard !exceededLimit else { return events }
         for byte in bytes {
             if afterCR {
                 afterCR = false
@@ -87,6 +102,10 @@ public struct ServerSentEventParser: Sendable {
                 endLine(into: &events)
             default:
                 line.append(byte)
+                if line.count + data.count > maxEventSize {
+                    exceededLimit = true
+                    return events
+                }
             }
         }
         return events
@@ -113,6 +132,7 @@ public struct ServerSentEventParser: Sendable {
         case "data":
             data.append(contentsOf: value)
             data.append(0x0A)
+            if data.count > maxEventSize { exceededLimit = true }
         case "id":
             if !value.contains(0) { idBuffer = String(decoding: value, as: UTF8.self) }
         case "retry":

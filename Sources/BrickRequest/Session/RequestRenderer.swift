@@ -60,7 +60,7 @@ enum RequestRenderer {
             contentType = "application/x-www-form-urlencoded"
         case .multipart:
             let boundary = "BrickRequestBoundary" + UUID().uuidString.replacing("-", with: "")
-            body = MultipartEncoder.body(parameters, boundary: boundary)
+            body = try MultipartEncoder.body(parameters, boundary: boundary)
             contentType = "multipart/form-data; boundary=\(boundary)"
         case .json:
             if !parameters.files.isEmpty {

@@ -21,6 +21,17 @@ extension StringProtocol {
 extension UInt8 {
     /// Whether the byte is an ASCII decimal digit, `0` to `9`.
     var isASCIIDigit: Bool { self &- UInt8(ascii: "0") < 10 }
+
+    /// Whether the byte may appear in an HTTP token (a field name, a method): `tchar` of
+    /// RFC 9110 §5.6.2.
+    var isTokenByte: Bool {
+        switch self {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(self)
+        }
+    }
 }
 
 extension BinaryInteger {

@@ -42,6 +42,9 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
         public static let invalidResponse = Kind("invalidResponse")
         /// A local file (request body source or response destination) could not be read or written.
         public static let fileIO = Kind("fileIO")
+        /// The process ran out of a resource the request needs: file descriptors (`EMFILE`,
+        /// `ENFILE`: ``osErrno`` says which) or memory for the response. Nothing was sent.
+        public static let outOfResources = Kind("outOfResources")
         /// The request was cancelled by its caller.
         public static let cancelled = Kind("cancelled")
         /// The transport was shut down while the request was in flight.

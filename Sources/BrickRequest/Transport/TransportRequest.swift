@@ -329,7 +329,7 @@ public struct TransportRequest: Sendable {
         fields.reserveCapacity(headers.count)
         for (name, value) in headers {
             guard let fieldName = HTTPField.Name(name) else {
-                throw TransportError(.invalidRequest, message: "invalid header name \(name.debugDescription)")
+                throw TransportError(.invalidRequest, message: "invalid header name: \(redactedName(name))")
             }
             if value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
                 throw TransportError(
@@ -337,9 +337,32 @@ public struct TransportRequest: Sendable {
                     message: "header \(name) has a value containing CR, LF or NUL (header injection)"
                 )
             }
+            // HTTPField would turn other control characters into spaces, silently.
+            if value.utf8.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
+                throw TransportError(
+                    .invalidRequest,
+                    message: "header \(name) has a value containing a control character"
+                )
+            }
             fields.append(HTTPField(name: fieldName, value: value))
         }
         return fields
+    }
+
+    /// A refused header name as an error may show it: the valid token characters it starts with
+    /// and what follows them, never the rest (a name such as `"Authorization: Bearer …"` carries
+    /// a credential after its first invalid character).
+    static func redactedName(_ name: String) -> String {
+        let bytes = Array(name.utf8)
+        guard !bytes.isEmpty else { return "empty" }
+        let token = bytes.prefix { $0.isTokenByte }
+        let shown = String(decoding: token.prefix(64), as: UTF8.self)
+        guard token.count < bytes.count else { return "\(shown.debugDescription) (too long)" }
+        let offending = bytes[token.count]
+        let character =
+            offending >= 0x21 && offending < 0x7F
+            ? "\"\(Character(Unicode.Scalar(offending)))\"" : "byte 0x\(String(offending, radix: 16))"
+        return "\(shown.debugDescription) followed by \(character) at offset \(token.count) (the rest is not shown)"
     }
 
     static func checkFraming(_ fields: HTTPFields) throws(TransportError) {

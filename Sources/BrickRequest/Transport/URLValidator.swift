@@ -58,6 +58,16 @@ enum URLValidator {
         return try result.get()
     }
 
+    /// Whether `position` lies between a `scheme://` and the end of the authority.
+    private static func isInAuthority(_ bytes: UnsafeBufferPointer<UInt8>, _ position: Int) -> Bool {
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon + 3 <= position,
+            bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/")
+        else { return false }
+        return !bytes[(colon + 3)..<position].contains {
+            $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
+        }
+    }
+
     private static func invalid(_ reason: String) -> Result<Parts, TransportError> {
         .failure(TransportError(.invalidRequest, message: "invalid URL: \(reason)"))
     }
@@ -67,7 +77,12 @@ enum URLValidator {
         let fragment: Int
         switch scan(bytes) {
         case .success(let start): fragment = start
-        case .failure(let error): return .failure(error)
+        case .failure(let error):
+            // A non-ASCII host cannot be percent-encoded (that is refused below): say what works.
+            if let wide = bytes.firstIndex(where: { $0 >= 0x80 }), isInAuthority(bytes, wide) {
+                return invalid("the host contains non-ASCII characters; write it in its ASCII form (punycode, xn--…)")
+            }
+            return .failure(error)
         }
         let colon: Int
         if count > 4 && bytes[4] == UInt8(ascii: ":") && matches(bytes, at: 0, "http") {
@@ -123,6 +138,9 @@ enum URLValidator {
             }
         } else if lastColon >= 0 {
             hostEnd = lastColon
+            if bytes[authorityStart..<lastColon].contains(UInt8(ascii: ":")) {
+                return invalid("more than one port (or an IPv6 address without brackets)")
+            }
             if let error = checkPort(bytes, from: lastColon + 1, to: authorityEnd) { return .failure(error) }
         }
         if hostEnd == authorityStart { return invalid("no host") }

@@ -277,7 +277,12 @@ struct CurlTransportConnectionTests {
     @Test("cancelling 1,000 in-flight requests leaves no transfers, handles or sockets behind")
     func cancelThousand() async throws {
         try await withServer { server in
-            let transport = curlTransport { $0.maxIdleHandles = 0 }
+            // 1,000 connections at once: above the default limits, which would queue most of them.
+            let transport = curlTransport {
+                $0.maxIdleHandles = 0
+                $0.maxConnections = nil
+                $0.maxConnectionsPerHost = nil
+            }
             server.script("/stall", Array(repeating: .stall, count: 1000))
             let results = ResultsBox()
             var tasks: [TransportTask] = []

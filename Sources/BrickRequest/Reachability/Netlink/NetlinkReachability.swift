@@ -41,9 +41,7 @@ public final class NetlinkReachability: ReachabilityMonitor {
         stopPipe = (fds[0], fds[1])
         let broadcaster = self.broadcaster
         let stop = fds[0]
-        let quiet = Int32(
-            max(1, debounce.components.seconds * 1000 + debounce.components.attoseconds / 1_000_000_000_000_000)
-        )
+        let quiet = Int32(max(1, debounce.milliseconds(atMost: Int(Int32.max))))
         // The socket is handed to the monitor thread and used only there from now on.
         nonisolated(unsafe) let owned = monitor
         let startError = DetachedThread.start(name: "brick-netlink") {

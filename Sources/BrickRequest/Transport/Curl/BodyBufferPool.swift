@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// Response-body buffers, recycled instead of freed.
@@ -11,6 +12,10 @@ import Synchronization
 /// Buffers come in power-of-two classes from 4 KiB to 4 MiB; each class keeps at most
 /// `4 MiB / size` idle buffers (64 at most), so the pool never holds more than ~12 MiB. Larger
 /// buffers are plain allocations.
+///
+/// Buffers come from `malloc` and go back to `free`, so a request for memory the process cannot
+/// have fails the one transfer that asked (``take(minimum:)`` returns `nil`) instead of ending the
+/// process as a Swift allocation would.
 final class BodyBufferPool: Sendable {
     static let shared = BodyBufferPool()
 
@@ -28,10 +33,11 @@ final class BodyBufferPool: Sendable {
         return shift - smallestShift
     }
 
-    /// A buffer of at least `minimum` bytes, and its real capacity.
-    func take(minimum: Int) -> (UnsafeMutableRawPointer, Int) {
+    /// A buffer of at least `minimum` bytes, and its real capacity; `nil` when the memory
+    /// cannot be had.
+    func take(minimum: Int) -> (UnsafeMutableRawPointer, Int)? {
         guard let index = Self.classIndex(forCapacity: minimum) else {
-            return (UnsafeMutableRawPointer.allocate(byteCount: minimum, alignment: 16), minimum)
+            return malloc(minimum).map { ($0, minimum) }
         }
         let capacity = 1 << (index + Self.smallestShift)
         if let address = idle.withLock({ $0[index].popLast() }),
@@ -39,13 +45,13 @@ final class BodyBufferPool: Sendable {
         {
             return (buffer, capacity)
         }
-        return (UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16), capacity)
+        return malloc(capacity).map { ($0, capacity) }
     }
 
     /// Returns a buffer obtained from ``take(minimum:)`` with its capacity.
     func give(_ buffer: UnsafeMutableRawPointer, capacity: Int) {
         guard let index = Self.classIndex(forCapacity: capacity), 1 << (index + Self.smallestShift) == capacity else {
-            buffer.deallocate()
+            free(buffer)
             return
         }
         let limit = min(64, max(1, (4 << 20) / capacity))
@@ -55,7 +61,7 @@ final class BodyBufferPool: Sendable {
             idle[index].append(address)
             return true
         }
-        if !kept { buffer.deallocate() }
+        if !kept { free(buffer) }
     }
 }
 
@@ -74,20 +80,27 @@ struct BodyAccumulator {
     /// Also the size of an easy handle's scratch buffer.
     static let copyThreshold = 4096
 
+    /// The most memory reserved up front for an announced length: a `Content-Length` is the
+    /// server's claim, not bytes received, so a larger body grows as its bytes arrive.
+    static let largestReservation = 1 << 20
+
     /// Prepares for a body: `expected` is its announced length, if any; `scratch` is the handle's
-    /// buffer of ``copyThreshold`` bytes, used for a body that fits it.
-    mutating func start(expected: Int?, scratch: UnsafeMutableRawPointer) {
-        guard buffer == nil else { return }
+    /// buffer of ``copyThreshold`` bytes, used for a body that fits it. Returns `false` when the
+    /// memory cannot be had.
+    mutating func start(expected: Int?, scratch: UnsafeMutableRawPointer) -> Bool {
+        guard buffer == nil else { return true }
         if let expected, expected > Self.copyThreshold {
-            reserve(expected)
-        } else {
-            (buffer, capacity, borrowed) = (scratch, Self.copyThreshold, true)
+            return reserve(min(expected, Self.largestReservation))
         }
+        (buffer, capacity, borrowed) = (scratch, Self.copyThreshold, true)
+        return true
     }
 
-    mutating func reserve(_ minimum: Int) {
-        guard minimum > capacity else { return }
-        let (fresh, freshCapacity) = BodyBufferPool.shared.take(minimum: minimum)
+    /// Makes room for `minimum` bytes in all; `false` when the memory cannot be had (the body
+    /// so far is kept).
+    mutating func reserve(_ minimum: Int) -> Bool {
+        guard minimum > capacity else { return true }
+        guard let (fresh, freshCapacity) = BodyBufferPool.shared.take(minimum: minimum) else { return false }
         if let buffer {
             fresh.copyMemory(from: buffer, byteCount: count)
             if !borrowed { BodyBufferPool.shared.give(buffer, capacity: capacity) }
@@ -95,14 +108,20 @@ struct BodyAccumulator {
         buffer = fresh
         capacity = freshCapacity
         borrowed = false
+        return true
     }
 
-    mutating func append(_ bytes: UnsafeRawPointer, _ length: Int) {
+    /// Appends bytes; `false` when the memory for them cannot be had.
+    mutating func append(_ bytes: UnsafeRawPointer, _ length: Int) -> Bool {
         if count + length > capacity {
-            reserve(max(count + length, capacity * 2, 16 * 1024))
+            // Double, but past 64 MiB grow by a quarter: the copy stays cheap next to the bytes,
+            // and a body near the limit does not ask for twice its size.
+            let grown = capacity >= 64 << 20 ? capacity + capacity / 4 : capacity * 2
+            guard reserve(max(count + length, grown, 16 * 1024)) else { return false }
         }
-        (buffer! + count).copyMemory(from: bytes, byteCount: length)
+        (buffer.unsafelyUnwrapped + count).copyMemory(from: bytes, byteCount: length)
         count += length
+        return true
     }
 
     /// The bytes as `Data`; the accumulator is empty afterwards.

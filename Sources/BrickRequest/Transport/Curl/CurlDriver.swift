@@ -30,6 +30,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
     enum Command {
         case start(Transfer)
         case cancel(Transfer)
+        /// The transfer's stream wants its body again after pausing it.
+        case resumeDelivery(Transfer)
         /// A job of a task that prefers ``CurlTransport/taskExecutor``.
         case job(UnownedJob)
         /// The network changed: stop reusing the connections opened so far.
@@ -114,6 +116,11 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
     private let cookieShare: UnsafeMutableRawPointer?
     /// A handle that is never sent, through which the cookie store is read and cleared.
     @exclusivity(unchecked) private var cookieHandle: EasyHandle?
+    /// The sockets of libcurl's connections, to check a reused one for leftover bytes.
+    @exclusivity(unchecked) var connections = ConnectionRegistry()
+    /// Whether requests are checked before going out on a reused connection (libcurl 7.80 or
+    /// later, and TCP: see ``ConnectionRegistry``).
+    private let checksReusedConnections: Bool
 
     init(configuration: CurlTransport.Configuration, proxy: ResolvedProxy) {
         CurlGlobal.initialize()
@@ -124,6 +131,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         } else {
             cookieShare = nil
         }
+        self.checksReusedConnections = configuration.unixSocketPath == nil && ccurl_version_num() >= 0x07_50_00
         self.constantStrings = ConstantStrings(
             proxy: proxy,
             userAgent: configuration.userAgent,
@@ -141,6 +149,9 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, 2 /* CURLPIPE_MULTIPLEX */)
         if let max = configuration.maxConnections {
             _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max)
+            // The connection cache (in use and idle) is as large as the limit: libcurl's default
+            // keeps 4 per easy handle ever added, hundreds of idle sockets after a burst.
+            _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max)
         }
         if let max = configuration.maxConnectionsPerHost {
             _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max)
@@ -342,6 +353,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
                 let sent = transfer.easy?.sentRequestBytes ?? false
                 finish(transfer, .failure(TransportError(.cancelled, message: "cancelled", requestBytesSent: sent)))
             }
+        case .resumeDelivery(let transfer):
+            resumeDelivery(transfer)
         case .job(let job):
             if standby != nil {
                 deferred.append(.job(job))
@@ -359,6 +372,43 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         case .shutdown:
             running = false
         }
+    }
+
+    /// Lets a paused stream's body flow again (libcurl delivers what it held back first, from
+    /// inside `curl_easy_pause`).
+    private func resumeDelivery(_ transfer: Transfer) {
+        guard transfer.state == .active, let easy = transfer.easy, transfer.streamPaused else { return }
+        transfer.streamPaused = false
+        guard transfer.receivePaused else { return }
+        transfer.receivePaused = false
+        let code = curl_easy_pause(easy.raw, ccurl_pause_continue())
+        if code != CURLE_OK, transfer.state == .active {
+            finish(transfer, .failure(CurlErrorMapping.error(code: code, easy: easy, transfer: transfer)))
+        }
+    }
+
+    /// The check before a request goes out (`CURLOPT_PREREQFUNCTION`): on a reused HTTP/1.x
+    /// connection with input waiting, returns `false` and marks the transfer to start again on a
+    /// new connection (see ``ConnectionRegistry``).
+    func mayUseConnection(
+        for transfer: Transfer,
+        remoteAddress: UnsafePointer<CChar>?,
+        remotePort: Int,
+        localPort: Int
+    ) -> Bool {
+        guard let easy = transfer.easy, let remoteAddress else { return true }
+        if easy.long(CURLINFO_NUM_CONNECTS) > 0 {
+            // A new connection: its socket is among those not keyed yet.
+            connections.keyNewSockets()
+            return true
+        }
+        let key = ConnectionRegistry.key(remoteAddress: remoteAddress, remotePort: remotePort, localPort: localPort)
+        guard let connection = connections.connection(forKey: key),
+            ConnectionRegistry.mustCheck(connection, transferMayMultiplex: transfer.mayMultiplex),
+            ConnectionRegistry.hasPendingInput(connection.socket)
+        else { return true }
+        transfer.restartOnNewConnection = true
+        return false
     }
 
     private func run(_ operation: CookieOperation) {
@@ -456,7 +506,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             index -= 1
             let transfer = active[index]
             guard let easy = transfer.easy else { continue }
-            if transfer.activity != transfer.activitySeen || transfer.quietSince == 0
+            // A stream that paused its body is not idle: its consumer is behind.
+            if transfer.activity != transfer.activitySeen || transfer.quietSince == 0 || transfer.streamPaused
                 || easy.offset(CURLINFO_PRETRANSFER_TIME_T) == 0
             {
                 transfer.activitySeen = transfer.activity
@@ -467,7 +518,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             let seconds = Double(idleNanoseconds) / 1e9
             let error = TransportError(
                 .timedOut,
-                message: "no data moved for \(seconds) s (idle timeout)",
+                message: "no data moved for \(seconds) s: no request bytes sent, no complete response header line or body bytes received (idle timeout)",
                 requestBytesSent: easy.sentRequestBytes
             )
             finish(transfer, .failure(error))
@@ -499,6 +550,33 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
 
     private func completed(_ transfer: Transfer, code: CURLcode) {
         guard let easy = transfer.easy else { return }
+        if code == CURLE_ABORTED_BY_CALLBACK && transfer.restartOnNewConnection {
+            // Nothing was sent on the refused connection (libcurl closes it): the same request
+            // goes out again on a new one.
+            curl_multi_remove_handle(multi, easy.raw)
+            transfer.requiresNewConnection = true
+            if let error = configure(easy, for: transfer) {
+                finish(transfer, .failure(error))
+                return
+            }
+            curl_multi_add_handle(multi, easy.raw)
+            return
+        }
+        if code == CURLE_OK && transfer.headerState != .complete {
+            // libcurl 7.88 takes a header block cut off by the peer for a complete response.
+            finish(
+                transfer,
+                .failure(
+                    TransportError(
+                        .connectionReset,
+                        message: "the connection closed before the response header was complete",
+                        curlCode: Int(CURLE_PARTIAL_FILE.rawValue),
+                        requestBytesSent: true
+                    )
+                )
+            )
+            return
+        }
         if code != CURLE_OK {
             finish(transfer, .failure(CurlErrorMapping.error(code: code, easy: easy, transfer: transfer)))
             return
@@ -549,6 +627,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             }
             transfer.partialFile = nil
         }
+        if transfer.mayMultiplex && checksReusedConnections { noteProtocol(of: easy) }
         let response = TransportResponse(
             status: HTTPResponse.Status(code: min(max(status, 0), 999)),
             rawHeaders: easy.headerBlock.bytes,
@@ -558,6 +637,19 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             url: transfer.url
         )
         finish(transfer, .success(response))
+    }
+
+    /// Records whether the connection a response came on multiplexes (HTTP/2), so that reusing
+    /// an HTTP/1.1 one over TLS is checked before sending and an HTTP/2 one is not.
+    private func noteProtocol(of easy: EasyHandle) {
+        var address: UnsafeMutablePointer<CChar>? = nil
+        guard ccurl_easy_getinfo_string(easy.raw, CURLINFO_PRIMARY_IP, &address) == CURLE_OK, let address else { return }
+        let key = ConnectionRegistry.key(
+            remoteAddress: address,
+            remotePort: easy.long(CURLINFO_PRIMARY_PORT),
+            localPort: easy.long(CURLINFO_LOCAL_PORT)
+        )
+        connections.setMultiplexed(easy.long(CURLINFO_HTTP_VERSION) >= 3, forKey: key)
     }
 
     private func destinationPath(_ transfer: Transfer) -> String? {
@@ -682,8 +774,18 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             easy.set(option, pointer: cell)
         }
         _ = ccurl_easy_setopt_seek_callback(easy.raw, CurlCallbacks.seek)
+        // Sockets are opened and closed through the driver: it knows them (to check a reused
+        // connection before a request goes out on it) and can tell why one could not be opened.
+        easy.set(CURLOPT_OPENSOCKETDATA, pointer: cell)
+        _ = ccurl_easy_setopt_opensocket_callback(easy.raw, CurlCallbacks.openSocket)
+        easy.set(CURLOPT_CLOSESOCKETDATA, pointer: UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()))
+        _ = ccurl_easy_setopt_closesocket_callback(easy.raw, CurlCallbacks.closeSocket)
+        if checksReusedConnections {
+            _ = ccurl_easy_setopt_prereq_data(easy.raw, UnsafeMutableRawPointer(mutating: cell))
+            _ = ccurl_easy_setopt_prereq_callback(easy.raw, CurlCallbacks.beforeRequest)
+        }
         _ = ccurl_easy_setopt_xferinfo_callback(easy.raw, CurlCallbacks.progress)
-        easy.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds)
+        easy.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds())
         if configuration.automaticDecompression {
             easy.set(CURLOPT_ACCEPT_ENCODING, pointer: constantStrings.acceptEncoding)
         }
@@ -735,7 +837,13 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         let request = transfer.request
         let options = request.options
         transfer.url = request.urlString
-        transfer.limit = options.maxResponseSize ?? configuration.maxResponseSize
+        // A stream holds what it decides to (server-sent events bound their lines and events):
+        // only a limit the request sets applies to what passes through it.
+        if case .stream = options.destination {
+            transfer.limit = options.maxResponseSize ?? Int64.max
+        } else {
+            transfer.limit = options.maxResponseSize ?? configuration.maxResponseSize
+        }
         var header: CurlHeaderLines
         let method: EasyHandle.Method
         do {
@@ -749,6 +857,11 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         transfer.stream = nil
         if case .stream(let stream) = options.destination {
             transfer.stream = stream
+            if stream.isPaced {
+                stream.attach { [weak transfer] in
+                    if let transfer { transfer.driver.submit(.resumeDelivery(transfer)) }
+                }
+            }
         } else if case .file(let path) = options.destination {
             if transfer.fileDescriptor < 0,
                 let error = openBodyFile(for: transfer, destination: path, resuming: options.resumingDownload)
@@ -761,14 +874,17 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             }
         }
         transfer.bodyLength = request.body == nil ? 0 : method.postFieldSize
+        let newConnection = transfer.requiresNewConnection
+        transfer.requiresNewConnection = false
         let secure = request.isSecure
+        transfer.mayMultiplex = secure && configuration.httpVersion == .http2OverTLS
         // After a network change, connections opened before it may be dead (libcurl would find out
         // only by failing a request on one): see `CurlTransport.networkDidChange()`.
         let (freshAfterChange, maxLifetime) = connectionLimitsAfterNetworkChange()
         let settings = EasyHandle.TransferOptions(
             url: transfer.url,
             timeoutMilliseconds: (options.timeout ?? configuration.requestTimeout).map {
-                max(1, $0.milliseconds)
+                max(1, $0.milliseconds())
             } ?? 0,
             maxFileSize: transfer.limit,
             // Over TLS, wait for a connection that may turn out to multiplex rather than open more.
@@ -777,7 +893,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             proxy: secure ? constantStrings.httpsProxy : constantStrings.httpProxy,
             // A request that is not safe to repeat never rides a reused connection: libcurl would
             // silently re-send it if that connection turned out to be closed.
-            freshConnect: !request.isIdempotent || options.requiresFreshConnection || freshAfterChange,
+            freshConnect: !request.isIdempotent || options.requiresFreshConnection || freshAfterChange
+                || newConnection,
             maxConnectionAge: maxLifetime,
             noProgress: options.progress == nil,
             method: method,
@@ -926,7 +1043,17 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         // A `.file` destination keeps its partial file: a followed redirect's body is never
         // written, so the next hop finds it as this one did.
         if let error = configure(easy, for: transfer) {
-            return .failed(error)
+            // The first hop was sent: the server may have acted on it.
+            return .failed(
+                TransportError(
+                    error.kind == .invalidRequest ? .redirectRefused : error.kind,
+                    message: error.kind == .invalidRequest
+                        ? "redirect to an unusable location: \(error.message)" : error.message,
+                    curlCode: error.curlCode,
+                    osErrno: error.osErrno,
+                    requestBytesSent: true
+                )
+            )
         }
         curl_multi_add_handle(multi, easy.raw)
         return .followed
@@ -999,19 +1126,6 @@ struct ConstantStrings {
     }
 }
 
-extension Duration {
-    var milliseconds: Int {
-        let (seconds, attoseconds) = components
-        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
-    }
-
-    /// Whole nanoseconds, 0 for negative durations, at most `limit` seconds.
-    func nanoseconds(atMostSeconds limit: Int64) -> UInt64 {
-        let (seconds, attoseconds) = components
-        if seconds >= limit { return UInt64(limit) * 1_000_000_000 }
-        return UInt64(max(seconds * 1_000_000_000 + attoseconds / 1_000_000_000, 0))
-    }
-}
 
 /// A `TaskExecutor` whose jobs run on a ``CurlDriver``'s thread, between rounds of
 /// `curl_multi_perform`: a task that prefers it resumes after each response with no thread hop.

@@ -18,10 +18,18 @@ extension CurlTransport {
         /// least every second, so a transfer fails within a quarter more than this. Default 60 s;
         /// `nil` disables it.
         public var idleTimeout: Duration? = .seconds(60)
-        /// Most connections open at once, or `nil` for no limit (the default).
-        public var maxConnections: Int? = nil
-        /// Most connections to one host at once, or `nil` for no limit (the default).
-        public var maxConnectionsPerHost: Int? = nil
+        /// Most connections open at once, in use or idle, or `nil` for no limit. Requests beyond
+        /// it wait for a connection (they are queued, not failed). It also bounds the idle
+        /// connections kept for reuse.
+        ///
+        /// Default: ``defaultMaxConnections``, 256 or fewer when the process may open fewer files
+        /// (`ulimit -n`): half of what the limit leaves after 24 descriptors for the rest of the
+        /// process, so a burst of requests cannot use up the process's file descriptors (every
+        /// socket is one, and a process without descriptors fails in unrelated places).
+        public var maxConnections: Int? = Configuration.defaultMaxConnections
+        /// Most connections to one host (name and port) at once, or `nil` for no limit. Requests
+        /// beyond it wait for a connection. Default 128.
+        public var maxConnectionsPerHost: Int? = 128
         /// Which HTTP version to speak.
         public var httpVersion: HTTPVersionPreference = .http2OverTLS
         /// TLS settings. Verification of the server certificate and host name is always on.
@@ -95,6 +103,17 @@ extension CurlTransport {
 
         /// Creates the default configuration.
         public init() {}
+
+        /// The default ``maxConnections``: `min(256, (n - 24) / 2)` for the process's soft limit
+        /// of open files `n` (`RLIMIT_NOFILE`, read once), and at least 2: 256 under the usual
+        /// limit of 1,024, 20 under `ulimit -n 64`.
+        public static let defaultMaxConnections: Int = {
+            var limit = rlimit()
+            guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else {
+                return 256
+            }
+            return ConnectionLimits.defaultTotal(openFileLimit: UInt64(limit.rlim_cur))
+        }()
     }
 
     /// The HTTP version a transport negotiates.

@@ -53,7 +53,7 @@ extension CurlTransport {
         }
         if let idle = configuration.idleTimeout {
             // The command line's nearest equivalent of the idle timeout (whole seconds).
-            arguments += ["--speed-limit", "1", "--speed-time", String(max(1, idle.components.seconds))]
+            arguments += ["--speed-limit", "1", "--speed-time", String(max(1, idle.milliseconds() / 1000))]
         }
         arguments += ["--max-filesize", String(request.options.maxResponseSize ?? configuration.maxResponseSize)]
         if configuration.automaticDecompression {
@@ -99,8 +99,8 @@ extension CurlTransport {
     }
 
     private static func seconds(_ duration: Duration) -> String {
-        let (seconds, attoseconds) = duration.components
-        let milliseconds = attoseconds / 1_000_000_000_000_000
-        return milliseconds == 0 ? String(seconds) : "\(seconds)." + milliseconds.zeroPadded(width: 3)
+        let milliseconds = duration.milliseconds()
+        let (seconds, fraction) = milliseconds.quotientAndRemainder(dividingBy: 1000)
+        return fraction == 0 ? String(seconds) : "\(seconds)." + fraction.zeroPadded(width: 3)
     }
 }

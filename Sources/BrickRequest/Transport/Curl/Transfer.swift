@@ -12,6 +12,14 @@ import HTTPTypes
 final class Transfer: @unchecked Sendable {  // after start, mutable state only by the driver's lease holder
     enum State { case pending, active, done }
 
+    /// Where a hop's response header block stands: a status line is expected only first (and
+    /// after a complete interim `1xx` block); the block is complete at its blank line.
+    enum HeaderState { case awaitingStatusLine, inFields, complete }
+
+    /// The most bytes of one response header block (libcurl's own cap, 300 KB in 7.88, fails
+    /// with a result code that looks like a lost connection).
+    static let maxHeaderBytes = 256 * 1024
+
     let completion: @Sendable (Result<TransportResponse, TransportError>) -> Void
     /// Where ``cancel()`` goes. Strong (a weak reference costs two atomic operations per request):
     /// a task that outlives its transport keeps the stopped driver object alive, and cancelling it
@@ -46,6 +54,27 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     @exclusivity(unchecked) var discardingBody = false
     /// Set by a callback that aborted the transfer, to explain curl's generic result code.
     @exclusivity(unchecked) var abortError: TransportError?
+    /// Where the current hop's response header block stands (only its first line is a status line).
+    @exclusivity(unchecked) var headerState = HeaderState.awaitingStatusLine
+    /// Bytes of the current response header block so far.
+    @exclusivity(unchecked) var headerBytes = 0
+
+    // Connection.
+    /// `errno` of the last socket that could not be opened for this transfer (0: none).
+    @exclusivity(unchecked) var socketErrno: Int32 = 0
+    /// Set by the check before sending: the reused connection had bytes nobody asked for, so the
+    /// request starts again on a new connection (see ``ConnectionRegistry``).
+    @exclusivity(unchecked) var restartOnNewConnection = false
+    /// The next hop must open a new connection.
+    @exclusivity(unchecked) var requiresNewConnection = false
+    /// Whether this transfer may ride an HTTP/2 connection (TLS, and the transport offers h2).
+    @exclusivity(unchecked) var mayMultiplex = false
+
+    // Flow control of a stream destination (see ``ResponseBodyStream/Demand/pause``).
+    /// The stream asked for no more bytes until it resumes delivery.
+    @exclusivity(unchecked) var streamPaused = false
+    /// libcurl holds the receiving side paused (the write callback answered `CURL_WRITEFUNC_PAUSE`).
+    @exclusivity(unchecked) var receivePaused = false
 
     // Request body.
     @exclusivity(unchecked) var segmentIndex = 0
@@ -178,6 +207,12 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
         sawBody = false
         discardingBody = false
         abortError = nil
+        headerState = .awaitingStatusLine
+        headerBytes = 0
+        socketErrno = 0
+        restartOnNewConnection = false
+        streamPaused = false
+        receivePaused = false
         segmentIndex = 0
         segmentOffset = 0
         bodyBytesSent = 0
@@ -215,14 +250,32 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     func receiveHeader(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
         let count = bytes.count
         activity &+= Int64(count)
-        // A status line starts a new header block (1xx interim responses, or the final one).
-        if count >= 5, let base = bytes.baseAddress,
+        // A status line starts a new header block (1xx interim responses, or the final one); a
+        // field line that happens to start with `HTTP/` is a field.
+        if headerState != .inFields && !sawBody, count >= 5, let base = bytes.baseAddress,
             UInt32(littleEndian: UnsafeRawPointer(base).loadUnaligned(as: UInt32.self)) == Self.httpWord,
             bytes[4] == UInt8(ascii: "/")
         {
             easy.unsafelyUnwrapped.headerBlock.removeAll()
             contentLength = -1
+            headerState = .inFields
+            headerBytes = count
             return count
+        }
+        if headerState == .inFields {
+            headerBytes += count
+            if headerBytes > Self.maxHeaderBytes {
+                abortError = TransportError(
+                    .invalidResponse,
+                    message: "the server sent a response header block larger than \(Self.maxHeaderBytes / 1024) KiB",
+                    requestBytesSent: true
+                )
+                return 0
+            }
+            // The blank line that ends the block.
+            if count <= 2 && (bytes[0] == 0x0A || (bytes[0] == 0x0D && count == 2 && bytes[1] == 0x0A)) {
+                headerState = .complete
+            }
         }
         if count > 15 && bytes[0] | 0x20 == UInt8(ascii: "c"), let length = Self.contentLengthValue(bytes) {
             if contentLength >= 0 && contentLength != length {
@@ -281,15 +334,25 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     )
 
     func receiveBody(_ pointer: UnsafeMutablePointer<CChar>, _ count: Int) -> Int {
+        if streamPaused {
+            // The stream asked for no more for now: libcurl keeps these bytes and stops reading
+            // the socket until the stream resumes delivery (``CurlDriver/resumeDelivery(_:)``).
+            receivePaused = true
+            return Int(ccurl_writefunc_pause())
+        }
         activity &+= Int64(count)
         if !sawBody {
             sawBody = true
             discardingBody = willFollowRedirect()
             if !discardingBody, fileDescriptor < 0, stream == nil {
-                body.start(
+                let started = body.start(
                     expected: contentLength > 0 && contentLength <= limit ? Int(contentLength) : nil,
                     scratch: easy.unsafelyUnwrapped.bodyScratch
                 )
+                guard started else {
+                    abortError = Self.outOfMemory
+                    return 0
+                }
             } else if !discardingBody, fileDescriptor >= 0, !prepareBodyFile(easy.unsafelyUnwrapped) {
                 return 0
             } else if !discardingBody, let stream, stream.observesResponse {
@@ -333,15 +396,28 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
                 offset += written
             }
         } else if let stream {
-            guard stream.receive(UnsafeRawBufferPointer(start: pointer, count: count)) else {
+            switch stream.deliver(UnsafeRawBufferPointer(start: pointer, count: count)) {
+            case .more:
+                break
+            case .pause:
+                streamPaused = true
+            case .stop:
                 abortError = Self.streamStopped
                 return 0
             }
-        } else {
-            body.append(pointer, count)
+        } else if !body.append(pointer, count) {
+            abortError = Self.outOfMemory
+            return 0
         }
         return count
     }
+
+    /// Why a transfer ends when memory for its body cannot be had.
+    private static let outOfMemory = TransportError(
+        .outOfResources,
+        message: "out of memory for the response body",
+        requestBytesSent: true
+    )
 
     /// Whether the current hop's response is a redirect this transfer will follow (its body is then dropped).
     func willFollowRedirect() -> Bool {
@@ -455,6 +531,45 @@ enum CurlCallbacks {
     static let seek: ccurl_seek_callback = { userData, offset, origin in
         guard origin == SEEK_SET else { return ccurl_seekfunc_cantseek() }
         return Transfer.from(cell: userData).rewindBody(to: Int64(offset))
+    }
+
+    /// Opens a socket for libcurl (close-on-exec) and records it with the driver; a failure's
+    /// `errno` stays with the transfer (libcurl reports only "couldn't connect").
+    static let openSocket: ccurl_opensocket_callback = { userData, _, address in
+        guard let address else { return ccurl_socket_bad() }
+        let socket = Glibc.socket(
+            address.pointee.family,
+            address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue),
+            address.pointee.protocol
+        )
+        let failure = socket < 0 ? errno : 0
+        Transfer.with(cell: userData) { transfer in
+            if socket < 0 {
+                transfer.socketErrno = failure
+            } else {
+                transfer.driver.connections.opened(socket)
+            }
+        }
+        return socket < 0 ? ccurl_socket_bad() : socket
+    }
+
+    /// Closes a socket of libcurl's; the user data is the driver (the connection may outlive the
+    /// transfer that opened it).
+    static let closeSocket: ccurl_closesocket_callback = { userData, socket in
+        Unmanaged<CurlDriver>.fromOpaque(userData!)._withUnsafeGuaranteedRef { $0.connections.closed(socket) }
+        return close(socket)
+    }
+
+    /// Just before a request goes out: a reused connection with bytes waiting is not used.
+    static let beforeRequest: ccurl_prereq_callback = { userData, primaryAddress, _, primaryPort, localPort in
+        Transfer.with(cell: userData) { transfer in
+            transfer.driver.mayUseConnection(
+                for: transfer,
+                remoteAddress: primaryAddress,
+                remotePort: Int(primaryPort),
+                localPort: Int(localPort)
+            )
+        } ? ccurl_prereqfunc_ok() : ccurl_prereqfunc_abort()
     }
 
     static let progress: ccurl_xferinfo_callback = { userData, downloadTotal, downloadNow, uploadTotal, uploadNow in

@@ -1,0 +1,55 @@
+import BrickTestServer
+import Foundation
+import Testing
+
+/// The transport under a process's resource limits, each in a child process of its own that
+/// starts under the limit (`ulimit` in the shell that runs it) and talks to a server in this one.
+@Suite("Resource limits, in a process of their own")
+struct ResourceLimitTests {
+    /// `brick-limits-probe`, built next to the test binary by `swift test`.
+    static var probePath: String {
+        URL(fileURLWithPath: LargeDownloadMemoryTests.probePath).deletingLastPathComponent()
+            .appendingPathComponent("brick-limits-probe").path
+    }
+
+    /// The probe's `name=value` output.
+    static func fields(_ output: String) -> [String: String] {
+        Dictionary(
+            output.split(whereSeparator: \.isWhitespace).compactMap { field -> (String, String)? in
+                let parts = field.split(separator: "=", maxSplits: 1)
+                return parts.count == 2 ? (String(parts[0]), String(parts[1])) : nil
+            },
+            uniquingKeysWith: { _, last in last }
+        )
+    }
+
+    @Test("500 concurrent requests with the default configuration all succeed under ulimit -n 64")
+    func fiveHundredUnderSixtyFourDescriptors() async throws {
+        let server = try await BrickTestServer.start()
+        defer { Task { await server.shutdown() } }
+        // The default connection limit follows the descriptor limit: 20 connections under 64.
+        let output = try Subprocess.run("ulimit -n 64 && '\(Self.probePath)' connections '\(server.baseURL)/bytes/100' 500")
+        let result = Self.fields(output)
+        #expect(result["ok"] == "500", "\(output)")
+        #expect(result["failed"] == "0", "\(output)")
+        #expect(server.requestCount == 500)
+        // Connections were reused and queued, not opened per request.
+        #expect(server.connectionCount <= 24, "\(server.connectionCount) connections")
+    }
+
+    @Test("responses announcing 256 MiB each fail one by one under ulimit -v, and the process lives")
+    func announcedLengthsUnderAnAddressSpaceLimit() async throws {
+        let server = try await BrickTestServer.start()
+        defer { Task { await server.shutdown() } }
+        let lie = Array("HTTP/1.1 200 OK\r\nContent-Length: 268435456\r\n\r\nonly a few bytes".utf8)
+        server.script("/big", Array(repeating: .raw(lie), count: 20))
+        // 20 × 256 MiB reserved up front would need 5 GiB; the limit allows about 500 MB.
+        let output = try Subprocess.run(
+            "ulimit -v 500000 && '\(Self.probePath)' allocation '\(server.baseURL)/big' 20"
+        )
+        let result = Self.fields(output)
+        #expect(result["ok"] == "0", "\(output)")
+        // Each is cut off after a few bytes: a lost connection, not the process.
+        #expect(result["kinds"] == "connectionReset:20", "\(output)")
+    }
+}
