@@ -37,6 +37,18 @@ struct ResourceLimitTests {
         #expect(server.connectionCount <= 24, "\(server.connectionCount) connections")
     }
 
+    @Test("without connection limits, running out of descriptors is reported as EMFILE, not as a dead server")
+    func descriptorsRunOut() async throws {
+        let server = try await BrickTestServer.start()
+        defer { Task { await server.shutdown() } }
+        let output = try Subprocess.run("ulimit -n 64 && '\(Self.probePath)' unlimited '\(server.baseURL)/bytes/100' 500")
+        let result = Self.fields(output)
+        let kinds = result["kinds"] ?? ""
+        #expect(kinds.contains("outOfResources"), "\(output)")
+        #expect(!kinds.contains("cannotConnect"), "\(output)")
+        #expect(result["example"]?.contains("(errno_24)") == true, "\(output)")
+    }
+
     @Test("responses announcing 256 MiB each fail one by one under ulimit -v, and the process lives")
     func announcedLengthsUnderAnAddressSpaceLimit() async throws {
         let server = try await BrickTestServer.start()

@@ -5,6 +5,7 @@
 //   connections: COUNT concurrent GETs of URL; prints `ok=… failed=… kinds=…`.
 //   allocation:  COUNT concurrent GETs of URL, a response that announces 256 MiB and sends a few
 //                bytes; prints `ok=… failed=… kinds=…` (the process must not abort).
+//   unlimited:   as connections, with no connection limits: the process runs out of descriptors.
 // Every line of output is `name=value` pairs; the exit status is 0 unless the probe itself failed.
 import BrickRequest
 import FoundationEssentials
@@ -16,7 +17,12 @@ guard arguments.count == 4, let count = Int(arguments[3]) else {
     exit(2)
 }
 let url = arguments[2]
-let transport = CurlTransport()
+var configuration = CurlTransport.Configuration()
+if arguments[1] == "unlimited" {
+    configuration.maxConnections = nil
+    configuration.maxConnectionsPerHost = nil
+}
+let transport = CurlTransport(configuration: configuration)
 let request = try TransportRequest(method: .get, url: url)
 
 let results = await withTaskGroup(of: Result<Int, TransportError>.self) { group in
@@ -46,7 +52,7 @@ for result in results {
     case .success(let status): kinds["status\(status)", default: 0] += 1
     case .failure(let error):
         kinds[error.kind.description, default: 0] += 1
-        if example.isEmpty { example = error.description.replacing(" ", with: "_") }
+        if example.isEmpty || error.kind == .outOfResources { example = error.description.replacing(" ", with: "_") }
     }
 }
 let summary = kinds.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: ",")
