@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 /* Swift cannot call libcurl's variadic functions (curl_easy_setopt, curl_easy_getinfo,
  * curl_multi_setopt). Each wrapper below fixes one argument category, so the width libcurl
@@ -118,6 +119,7 @@ static inline int ccurl_prereqfunc_ok(void) { return 0; /* CURL_PREREQFUNC_OK */
 static inline int ccurl_prereqfunc_abort(void) { return 1; /* CURL_PREREQFUNC_ABORT */ }
 static inline int ccurl_pause_continue(void) { return CURLPAUSE_CONT; }
 static inline curl_socket_t ccurl_socket_bad(void) { return CURL_SOCKET_BAD; }
+static inline int ccurl_sock_cloexec(void) { return SOCK_CLOEXEC; }
 static inline long ccurl_error_size(void) { return CURL_ERROR_SIZE; }
 static inline long ccurl_version_num(void) { return LIBCURL_VERSION_NUM; }
 static inline long ccurl_version_features(void) { return (long)curl_version_info(CURLVERSION_NOW)->features; }

@@ -539,7 +539,7 @@ enum CurlCallbacks {
         guard let address else { return ccurl_socket_bad() }
         let socket = Glibc.socket(
             address.pointee.family,
-            address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue),
+            address.pointee.socktype | ccurl_sock_cloexec(),
             address.pointee.protocol
         )
         let failure = socket < 0 ? errno : 0
