@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "BrickRequest", targets: ["BrickRequest"]),
         .library(name: "BrickTesting", targets: ["BrickTesting"]),
+        .library(name: "BrickOffline", targets: ["BrickOffline"]),
         .library(name: "BrickTestServer", targets: ["BrickTestServer"]),
         .executable(name: "brick-demo", targets: ["BrickDemo"]),
     ],
@@ -14,6 +15,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", from: "1.3.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         .systemLibrary(
@@ -32,6 +34,17 @@ let package = Package(
             dependencies: [
                 "CCurl",
                 "CNetlink",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Offline delivery and storage, on SQLite through GRDB: its own target, so that users of
+        // BrickRequest alone never build GRDB.
+        .target(
+            name: "BrickOffline",
+            dependencies: [
+                "BrickRequest",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -70,6 +83,19 @@ let package = Package(
         .testTarget(
             name: "BrickRequestTests",
             dependencies: ["BrickRequest", "BrickTesting", "BrickTestServer", "CCurl"]
+        ),
+        // For the offline tests: adds or drains a queue in a process of its own, to be killed.
+        .executableTarget(
+            name: "brick-offline-probe",
+            dependencies: ["BrickOffline", "BrickRequest"],
+            path: "Tests/Probes/OfflineProbe"
+        ),
+        .testTarget(
+            name: "BrickOfflineTests",
+            dependencies: [
+                "BrickOffline", "BrickRequest", "BrickTesting", "BrickTestServer",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
         ),
         .testTarget(
             name: "IntegrationTests",

@@ -41,6 +41,9 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let authenticationFailed = Code("authenticationFailed")
         /// The body could not be turned into the response type (malformed JSON, wrong shape, no data).
         public static let serializationFailed = Code("serializationFailed")
+        /// An offline store or cache could not keep what it was given (disk full, damaged file,
+        /// permissions), or set an entry aside; see ``BrickError/underlying``.
+        public static let storage = Code("storage")
 
         /// The code's name.
         public var description: String { name }

@@ -48,14 +48,14 @@ public final class Authenticator: Sendable {
     public var refreshCount: Int { state.withLock { $0.refreshCount } }
 
     /// The credential's header fields and the generation they belong to.
-    func credential() async throws -> (headers: [String: String], generation: Int) {
+    package func credential() async throws -> (headers: [String: String], generation: Int) {
         let generation = state.withLock { $0.generation }
         return (try await provider.authorizationHeaders(), generation)
     }
 
     /// Refreshes after a `401` seen with a credential of `generation`. When another request already
     /// refreshed past that generation, returns at once; when a refresh is running, joins it.
-    func refresh(after generation: Int) async throws {
+    package func refresh(after generation: Int) async throws {
         let task = state.withLock { state -> Task<Void, any Error>? in
             if state.generation > generation { return nil }
             if let running = state.refreshing { return running }

@@ -152,3 +152,11 @@ enum RequestRenderer {
         return trimmedOrigin + rest[pathStart...]
     }
 }
+
+extension Session {
+    /// Renders `endpoint` into the request this session would send, as `resume()` does, without
+    /// sending it: for components that store requests (the offline queue).
+    package func renderForStorage(_ endpoint: some RequestType) throws(BrickError) -> TransportRequest {
+        try RequestRenderer.render(endpoint, session: self)
+    }
+}

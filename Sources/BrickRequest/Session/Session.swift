@@ -30,7 +30,7 @@ public final class Session: Sendable {
     /// Tells the retry engine when destinations become reachable again.
     public let reachability: any ReachabilityMonitor
     let callbacks: CallbackDispatcher
-    let clock: SessionClock
+    package let clock: SessionClock
     /// Forwards the monitor's changes to the transport (``Transport/networkDidChange()``).
     private let networkWatcher: Task<Void, Never>
 

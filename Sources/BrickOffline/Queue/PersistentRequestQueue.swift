@@ -1,0 +1,295 @@
+import BrickRequest
+import Foundation
+import HTTPTypes
+import Logging
+
+/// A serial, durable queue of requests that must reach their server eventually: each is written
+/// to disk before `add` returns, sent when the network allows, and retried until the server
+/// answers with a 2xx. PersistentURLRequestQueue's model, on Linux, without its weaknesses.
+///
+/// ```swift
+/// let queue = try PersistentRequestQueue(name: "sales", session: .shared, retryInterval: .seconds(30))
+/// let id = try await queue.add(RecordSale(amount: 12))   // any brick endpoint; returns once on disk
+/// await queue.waitUntilEmpty()
+/// ```
+///
+/// **Order and retries.** One request at a time, in the order added (FIFO). A failed attempt
+/// (any status other than 2xx, any transport failure) pauses its entry for `retryInterval` and
+/// the queue moves on to the next; a delivery makes every paused entry due again at once (the
+/// server is evidently back), and so does a change of reachability. Entries are retried forever
+/// unless given ``EntryOptions/maxAttempts`` or ``EntryOptions/maxAge``; then they go to the
+/// ``deadLetters()``. An attempt that could not leave the machine (no route, no DNS) does not
+/// count.
+///
+/// **Guarantees.** An `add` that returned is on disk (synced: see ``SQLiteOfflineStore``). After
+/// the process is killed, every entry not yet delivered is sent again: at least once. A request
+/// that was on its way when the process died may reach the server twice; every entry carries an
+/// idempotency key made at `add`, the same on every attempt and after every restart, sent as
+/// `Idempotency-Key` when the method is not idempotent, so a server that honours it applies it
+/// once. No credential is ever written: `add` refuses a request that carries `Authorization`,
+/// `Cookie` or `Proxy-Authorization` (or a header named in `sensitiveHeaders`); the queue's
+/// `authenticator` signs each attempt when it is sent instead.
+///
+/// **Processing** starts with the first ``add(_:options:)`` or ``startProcessing(ignoringPauseDates:)``
+/// (not when the queue is opened, as the seed: subscribe to ``events`` first to hear what happens
+/// to the entries of an earlier run).
+public final class PersistentRequestQueue: Sendable {
+    /// Per-entry settings of ``add(_:options:)``.
+    public struct EntryOptions: Sendable, Hashable {
+        /// The most attempts before the entry goes to the dead letters; `nil` (the default):
+        /// retried until delivered.
+        public var maxAttempts: Int?
+        /// How long the entry may wait before it goes to the dead letters; `nil`: forever.
+        public var maxAge: Duration?
+        /// Not attempted before this date (a scheduled request); `nil`: at once.
+        public var notBefore: Date?
+        /// Entries with the same key are never pending together: see ``dedupe``.
+        public var dedupeKey: String?
+        /// What happens when a pending entry has the same ``dedupeKey``. Default
+        /// ``DedupePolicy/replace``: the newer request replaces the pending one.
+        public var dedupe: DedupePolicy
+
+        /// Creates entry options.
+        public init(
+            maxAttempts: Int? = nil,
+            maxAge: Duration? = nil,
+            notBefore: Date? = nil,
+            dedupeKey: String? = nil,
+            dedupe: DedupePolicy = .replace
+        ) {
+            self.maxAttempts = maxAttempts
+            self.maxAge = maxAge
+            self.notBefore = notBefore
+            self.dedupeKey = dedupeKey
+            self.dedupe = dedupe
+        }
+    }
+
+    /// The queue's name (and its store's file name).
+    public let name: String
+    /// Where the entries live.
+    public let store: any OfflineStore
+    /// The session whose transport sends the requests (and whose clock and reachability the
+    /// queue follows).
+    public let session: Session
+    /// How long a failed entry waits before its next attempt.
+    public let retryInterval: Duration
+    /// Signs each attempt at send time, refreshing once on `401`; `nil` for none.
+    public let authenticator: Authenticator?
+
+    private let core: QueueCore
+
+    /// The default directory of offline stores: `$XDG_STATE_HOME/brickrequest`, else
+    /// `~/.local/state/brickrequest`.
+    public static var defaultDirectory: URL {
+        if let state = ProcessInfo.processInfo.environment["XDG_STATE_HOME"], state.hasPrefix("/") {
+            return URL(fileURLWithPath: state).appendingPathComponent("brickrequest")
+        }
+        return FileManager.default.homeDirectoryForCurrentUser
+            .appendingPathComponent(".local/state/brickrequest")
+    }
+
+    /// Opens (or creates) the queue `name`, stored in `directory/name.sqlite`.
+    ///
+    /// - Parameters:
+    ///   - name: The queue's name: letters, digits, `-`, `_`, `.`.
+    ///   - directory: Where its store lives. Default ``defaultDirectory``.
+    ///   - session: Sends the requests. Default `.shared`.
+    ///   - retryInterval: How long a failed entry waits. Default 30 s.
+    ///   - authenticator: Signs each attempt; `nil` for none.
+    ///   - sensitiveHeaders: Header names, besides `Authorization`, `Cookie` and
+    ///     `Proxy-Authorization`, that `add` refuses to store (an API key header).
+    ///   - synchronous: How hard each commit is synced. Default ``SQLiteOfflineStore/Synchronous/full``.
+    /// - Throws: ``OfflineStoreError`` when the store cannot be opened.
+    public convenience init(
+        name: String,
+        directory: URL? = nil,
+        session: Session = .shared,
+        retryInterval: Duration = .seconds(30),
+        authenticator: Authenticator? = nil,
+        sensitiveHeaders: Set<String> = [],
+        synchronous: SQLiteOfflineStore.Synchronous = .full
+    ) throws {
+        let store = try SQLiteOfflineStore(
+            name: name,
+            directory: directory ?? Self.defaultDirectory,
+            synchronous: synchronous
+        )
+        self.init(
+            name: name,
+            store: store,
+            session: session,
+            retryInterval: retryInterval,
+            authenticator: authenticator,
+            sensitiveHeaders: sensitiveHeaders
+        )
+        if let moved = store.recoveredFile {
+            core.emit(.storeRecovered(movedAside: moved))
+            session.logger.error(
+                "offline store was damaged; moved aside and started afresh",
+                metadata: ["queue": "\(name)", "movedTo": "\(moved)"]
+            )
+        }
+    }
+
+    /// Creates a queue on a store of your own (another ``OfflineStore``).
+    ///
+    /// - Parameters:
+    ///   - name: The queue's name within the store.
+    ///   - store: The store.
+    ///   - session: Sends the requests.
+    ///   - retryInterval: How long a failed entry waits.
+    ///   - authenticator: Signs each attempt; `nil` for none.
+    ///   - sensitiveHeaders: More header names `add` refuses to store.
+    public init(
+        name: String,
+        store: any OfflineStore,
+        session: Session = .shared,
+        retryInterval: Duration = .seconds(30),
+        authenticator: Authenticator? = nil,
+        sensitiveHeaders: Set<String> = []
+    ) {
+        self.name = name
+        self.store = store
+        self.session = session
+        self.retryInterval = retryInterval
+        self.authenticator = authenticator
+        self.core = QueueCore(
+            name: name,
+            store: store,
+            session: session,
+            retryInterval: retryInterval,
+            authenticator: authenticator,
+            sensitiveHeaders: sensitiveHeaders
+        )
+    }
+
+    deinit {
+        core.shutdown()
+    }
+
+    // MARK: - Adding
+
+    /// Renders `endpoint` now (as `resume()` would, with this queue's session) and stores the
+    /// request; returns once it is on disk, and starts processing.
+    ///
+    /// - Parameters:
+    ///   - endpoint: Any brick endpoint.
+    ///   - options: Attempts, age, schedule and dedupe key of this entry.
+    /// - Returns: The entry's identity.
+    /// - Throws: ``BrickError``: ``BrickError/Code/invalidRequest`` for a request that cannot be
+    ///   rendered or stored (a credential header, a body over 16 MiB), ``BrickError/Code/storage``
+    ///   when the store cannot write it (disk full): it is then not stored.
+    @discardableResult
+    public func add(_ endpoint: some RequestType, options: EntryOptions = EntryOptions()) async throws(BrickError)
+        -> OfflineEntry.ID
+    {
+        try await add(try session.renderForStorage(endpoint), options: options, completion: nil)
+    }
+
+    /// Adds a rendered request; see ``add(_:options:)``.
+    @discardableResult
+    public func add(_ request: TransportRequest, options: EntryOptions = EntryOptions()) async throws(BrickError)
+        -> OfflineEntry.ID
+    {
+        try await add(request, options: options, completion: nil)
+    }
+
+    /// Adds `endpoint` as ``add(_:options:)`` does, and calls `completion` when this process
+    /// delivers it (with the response) or sets it aside (with the reason). A completion lives in
+    /// memory only: after a restart, outcomes arrive on ``events``.
+    @discardableResult
+    public func add(
+        _ endpoint: some RequestType,
+        options: EntryOptions = EntryOptions(),
+        completion: @escaping @Sendable (Result<TransportResponse, BrickError>) -> Void
+    ) async throws(BrickError) -> OfflineEntry.ID {
+        try await add(try session.renderForStorage(endpoint), options: options, completion: completion)
+    }
+
+    private func add(
+        _ request: TransportRequest,
+        options: EntryOptions,
+        completion: (@Sendable (Result<TransportResponse, BrickError>) -> Void)?
+    ) async throws(BrickError) -> OfflineEntry.ID {
+        try await core.add(request, options: options, completion: completion)
+    }
+
+    // MARK: - Processing
+
+    /// Runs the queue now. With `ignoringPauseDates`, every paused entry is due at once (call it
+    /// when the app comes to the foreground or the user asks to retry).
+    public func startProcessing(ignoringPauseDates: Bool = false) {
+        core.start(ignoringPauses: ignoringPauseDates)
+    }
+
+    /// Returns once no entry is pending (dead letters aside): for command-line tools and tests.
+    /// Starts processing.
+    public func waitUntilEmpty() async {
+        core.start(ignoringPauses: false)
+        await core.waitUntilEmpty()
+    }
+
+    // MARK: - Observing
+
+    /// Pending entries, in flight included (dead letters not).
+    public var count: Int {
+        get async { await core.currentCount() }
+    }
+
+    /// The pending count now, then after every change.
+    public var counts: AsyncStream<Int> { core.countStream() }
+
+    /// What happens to entries (delivered, paused after a failed attempt, set aside), whoever
+    /// added them: the outcomes of an earlier run's entries arrive here. Events before the first
+    /// subscriber are kept for it (the last 1,000).
+    public var events: AsyncStream<OfflineQueueEvent> { core.eventStream() }
+
+    /// The pending entries, in order.
+    public func entries() async throws(BrickError) -> [OfflineEntry] {
+        try await core.storeCall { try await $0.list(queue: $1) }
+    }
+
+    // MARK: - Dead letters
+
+    /// Entries set aside: out of attempts, expired, or unreadable; each with its last status,
+    /// error and time.
+    public func deadLetters() async throws(BrickError) -> [OfflineEntry] {
+        try await core.storeCall { try await $0.deadLetters(queue: $1) }
+    }
+
+    /// Makes a dead letter pending again, at the end of the queue, with its attempts from zero.
+    public func retryDeadLetter(_ id: OfflineEntry.ID) async throws(BrickError) {
+        let now = core.now()
+        try await core.storeCall { store, _ in try await store.retryDeadLetter(id, now: now) }
+        core.start(ignoringPauses: false)
+    }
+
+    /// Removes a dead letter (or any entry) for good.
+    public func removeDeadLetter(_ id: OfflineEntry.ID) async throws(BrickError) {
+        try await core.storeCall { store, _ in try await store.remove(id) }
+        await core.publishCount()
+    }
+
+    /// Removes every entry of this queue, dead letters included.
+    public func removeAll() async throws(BrickError) {
+        try await core.storeCall { try await $0.removeAll(queue: $1) }
+        await core.publishCount()
+    }
+}
+
+/// What happened to an entry of a ``PersistentRequestQueue``.
+public enum OfflineQueueEvent: Sendable, Hashable {
+    /// Delivered: the server answered with this 2xx status; the entry is gone.
+    case delivered(OfflineEntry.ID, status: Int)
+    /// An attempt failed; the entry waits until the date and the queue moved on.
+    case paused(OfflineEntry.ID, until: Date, reason: String)
+    /// Set aside as a dead letter (out of attempts, expired, unreadable): see
+    /// ``PersistentRequestQueue/deadLetters()``.
+    case deadLettered(OfflineEntry.ID, reason: String)
+    /// The store's file was damaged when the queue opened: it was moved aside (kept) and the
+    /// queue started afresh.
+    case storeRecovered(movedAside: String)
+    /// The store could not be read or written; the queue tries again after its retry interval.
+    case storeFailed(String)
+}

@@ -1,0 +1,445 @@
+import BrickRequest
+import Synchronization
+import Foundation
+import HTTPTypes
+import Logging
+
+/// The engine of a ``PersistentRequestQueue``: one processing task (started on demand, stopped
+/// with the queue), its wake-ups, and the subscribers. Owns no reference to the public queue, so
+/// dropping the queue stops the task.
+final class QueueCore: Sendable {
+    typealias Completion = @Sendable (Result<TransportResponse, BrickError>) -> Void
+
+    private struct State {
+        var loop: Task<Void, Never>?
+        var reachabilityWatch: Task<Void, Never>?
+        var timer: Task<Void, Never>?
+        var wake: CheckedContinuation<Void, Never>?
+        var wakePending = false
+        var ignorePauses = false
+        var stopped = false
+        var completions: [OfflineEntry.ID: Completion] = [:]
+        var emptyWaiters: [CheckedContinuation<Void, Never>] = []
+        var countSubscribers: [UUID: AsyncStream<Int>.Continuation] = [:]
+        var eventSubscribers: [UUID: AsyncStream<OfflineQueueEvent>.Continuation] = [:]
+        /// Events no subscriber heard yet (the last 1,000), for the first one.
+        var backlog: [OfflineQueueEvent] = []
+    }
+
+    let name: String
+    let store: any OfflineStore
+    let session: Session
+    let retryInterval: Duration
+    let authenticator: Authenticator?
+    let sensitiveHeaders: Set<String>
+    /// How long an attempt holds its entry before another worker may take it (extended while it runs).
+    let leaseDuration: Duration = .seconds(300)
+    /// The wall-clock date the session's clock started at: `now()` is this plus its elapsed time,
+    /// so a `ManualClock` drives pauses in tests.
+    private let origin = Date()
+    private let state = Lock(State())
+
+    init(
+        name: String,
+        store: any OfflineStore,
+        session: Session,
+        retryInterval: Duration,
+        authenticator: Authenticator?,
+        sensitiveHeaders: Set<String>
+    ) {
+        self.name = name
+        self.store = store
+        self.session = session
+        self.retryInterval = retryInterval
+        self.authenticator = authenticator
+        self.sensitiveHeaders = sensitiveHeaders
+    }
+
+    func now() -> Date {
+        origin.addingTimeInterval(session.clock.elapsed().secondsValue)
+    }
+
+    // MARK: - Store calls
+
+    /// Runs a store call, turning its failure into a ``BrickError`` with code `storage`.
+    func storeCall<T: Sendable>(
+        _ call: @Sendable (any OfflineStore, String) async throws -> T
+    ) async throws(BrickError) -> T {
+        do {
+            return try await call(store, name)
+        } catch let error as BrickError {
+            throw error
+        } catch {
+            throw BrickError(.storage, message: "offline queue \(name): \(error)", underlying: error)
+        }
+    }
+
+    // MARK: - Adding
+
+    func add(
+        _ request: TransportRequest,
+        options: PersistentRequestQueue.EntryOptions,
+        completion: Completion?
+    ) async throws(BrickError) -> OfflineEntry.ID {
+        let stored = try StoredRequest(request, sensitiveHeaders: sensitiveHeaders)
+        let payload = try stored.encoded()
+        let now = self.now()
+        let draft = OfflineEntry.Draft(
+            queue: name,
+            payload: payload,
+            dedupeKey: options.dedupeKey,
+            createdAt: now,
+            notBefore: options.notBefore,
+            maxAttempts: options.maxAttempts,
+            expiresAt: options.maxAge.map { now.addingTimeInterval($0.secondsValue) }
+        )
+        let dedupe = options.dedupe
+        let ids = try await storeCall { store, _ in try await store.add([draft], dedupe: dedupe) }
+        let id = ids.first ?? draft.id
+        if let completion { state.withLock { $0.completions[id] = completion } }
+        await publishCount()
+        start(ignoringPauses: false)
+        return id
+    }
+
+    // MARK: - The processing task
+
+    func start(ignoringPauses: Bool) {
+        let (startLoop, continuation) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
+            guard !state.stopped else { return (false, nil) }
+            if ignoringPauses { state.ignorePauses = true }
+            let wake = state.wake
+            state.wake = nil
+            if wake == nil { state.wakePending = true }
+            return (state.loop == nil, wake)
+        }
+        continuation?.resume()
+        guard startLoop else { return }
+        let loop = Task { [self] in await self.run() }
+        let watch = Task { [self] in await self.watchReachability() }
+        state.withLock { state in
+            if state.loop == nil && !state.stopped {
+                state.loop = loop
+                state.reachabilityWatch = watch
+            } else {
+                loop.cancel()
+                watch.cancel()
+            }
+        }
+    }
+
+    func shutdown() {
+        let (tasks, wake, waiters, counts, events) = state.withLock { state in
+            state.stopped = true
+            defer {
+                state.wake = nil
+                state.emptyWaiters = []
+                state.countSubscribers = [:]
+                state.eventSubscribers = [:]
+            }
+            return (
+                [state.loop, state.reachabilityWatch, state.timer].compactMap { $0 },
+                state.wake,
+                state.emptyWaiters,
+                Array(state.countSubscribers.values),
+                Array(state.eventSubscribers.values)
+            )
+        }
+        tasks.forEach { $0.cancel() }
+        wake?.resume()
+        waiters.forEach { $0.resume() }
+        counts.forEach { $0.finish() }
+        events.forEach { $0.finish() }
+    }
+
+    private var isStopped: Bool { state.withLock { $0.stopped } || Task.isCancelled }
+
+    private func run() async {
+        while !isStopped {
+            if state.withLock({ state in defer { state.ignorePauses = false }; return state.ignorePauses }) {
+                try? await store.clearPauses(queue: name, now: now())
+            }
+            let leased: [OfflineEntry]
+            do {
+                leased = try await store.lease(queue: name, limit: 1, now: now(), for: leaseDuration)
+            } catch {
+                report(storeFailure: error)
+                await sleep(until: now().addingTimeInterval(retryInterval.secondsValue))
+                continue
+            }
+            guard let entry = leased.first else {
+                let pending = await publishCount()
+                let next = pending > 0 ? (try? await store.nextDue(queue: name)) : nil
+                // With entries pending and none due nor leasable, wait for the earliest pause to end.
+                await sleep(until: next ?? (pending > 0 ? now().addingTimeInterval(retryInterval.secondsValue) : nil))
+                continue
+            }
+            await attempt(entry)
+        }
+    }
+
+    /// Waits for a wake-up (an add, `startProcessing`, a reachability change) or until `date`.
+    private func sleep(until date: Date?) async {
+        let delay = date.map { max($0.timeIntervalSince(now()), 0) }
+        if let delay, delay <= 0 { return }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = state.withLock { state -> Bool in
+                if state.wakePending || state.stopped {
+                    state.wakePending = false
+                    return true
+                }
+                state.wake = continuation
+                state.timer?.cancel()
+                state.timer = nil
+                if let date, delay != nil {
+                    // A deadline on the session's clock: time passing meanwhile is not added.
+                    let clock = session.clock
+                    let target = Duration.seconds(min(date.timeIntervalSince(origin), 1e12))
+                    state.timer = Task { [self] in
+                        do { try await clock.sleepUntilElapsed(target) } catch { return }
+                        self.wakeUp()
+                    }
+                }
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    private func wakeUp() {
+        let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            defer { state.wake = nil }
+            if state.wake == nil { state.wakePending = true }
+            return state.wake
+        }
+        continuation?.resume()
+    }
+
+    /// When reachability changes, paused entries are looked at at once, not at the end of their pause.
+    private func watchReachability() async {
+        for await _ in session.reachability.changes() {
+            if isStopped { return }
+            state.withLock { $0.ignorePauses = true }
+            wakeUp()
+        }
+    }
+
+    // MARK: - One attempt
+
+    private func attempt(_ entry: OfflineEntry) async {
+        guard let lease = entry.lease?.token else { return }
+        let started = now()
+        if DeliveryDecision.isExpired(entry, now: started) {
+            await apply(.deadLetter(reason: "expired before it could be delivered", countsAttempt: false), to: entry, lease: lease, attempt: nil, response: nil)
+            return
+        }
+        let stored: StoredRequest
+        do {
+            stored = try StoredRequest.decoded(entry.payload)
+        } catch {
+            await apply(.deadLetter(reason: "the stored request cannot be read: \(error)", countsAttempt: false), to: entry, lease: lease, attempt: nil, response: nil)
+            return
+        }
+        // Keep the lease while the request runs (it matters to stores shared by several workers).
+        let keeper = Task { [store, leaseDuration, self] in
+            while !Task.isCancelled {
+                do { try await session.clock.sleep(leaseDuration / 3) } catch { return }
+                _ = try? await store.extend(entry.id, lease: lease, until: self.now().addingTimeInterval(leaseDuration.secondsValue))
+            }
+        }
+        let (outcome, response) = await send(stored, idempotencyKey: entry.idempotencyKey)
+        keeper.cancel()
+        let finished = now()
+        let record = OfflineEntry.AttemptRecord(
+            date: finished,
+            status: response.map { $0.status.code },
+            error: {
+                switch outcome {
+                case .status(let code): return (200..<300).contains(code) ? nil : "status \(code)"
+                case .transport(let kind): return "transport failure: \(kind)"
+                case .unreadable(let why), .authentication(let why): return why
+                }
+            }()
+        )
+        let decision = DeliveryDecision.decide(
+            outcome,
+            attemptsBefore: entry.attempts,
+            maxAttempts: entry.maxAttempts,
+            expiresAt: entry.expiresAt,
+            now: finished,
+            retryInterval: retryInterval
+        )
+        await apply(decision, to: entry, lease: lease, attempt: record, response: response)
+    }
+
+    /// Sends the stored request once, signed; on a `401` with an authenticator, refreshes and
+    /// sends once more.
+    private func send(_ stored: StoredRequest, idempotencyKey: String) async -> (AttemptOutcome, TransportResponse?) {
+        var replayed = false
+        while true {
+            var generation = 0
+            var credential: [String: String] = [:]
+            if let authenticator {
+                do {
+                    (credential, generation) = try await authenticator.credential()
+                } catch {
+                    return (.authentication("\(error)"), nil)
+                }
+            }
+            let request: TransportRequest
+            do {
+                request = try stored.transportRequest(idempotencyKey: idempotencyKey, credential: credential)
+            } catch {
+                return (.unreadable("\(error)"), nil)
+            }
+            do {
+                let response = try await session.transport.send(request)
+                if response.status.code == 401, let authenticator, !replayed {
+                    replayed = true
+                    do {
+                        try await authenticator.refresh(after: generation)
+                    } catch {
+                        return (.authentication("the credential could not be refreshed: \(error)"), response)
+                    }
+                    continue
+                }
+                return (.status(response.status.code), response)
+            } catch {
+                return (.transport(error.kind), nil)
+            }
+        }
+    }
+
+    private func apply(
+        _ decision: DeliveryDecision,
+        to entry: OfflineEntry,
+        lease: UUID,
+        attempt: OfflineEntry.AttemptRecord?,
+        response: TransportResponse?
+    ) async {
+        do {
+            switch decision {
+            case .delivered:
+                try await store.complete(entry.id, lease: lease)
+                // The server answers again: every paused entry goes now (the seed's rule).
+                try await store.clearPauses(queue: name, now: now())
+                emit(.delivered(entry.id, status: response?.status.code ?? 200))
+                if let response { finish(entry.id, .success(response)) }
+            case .retry(let notBefore, let countsAttempt, let reason):
+                try await store.reschedule(
+                    entry.id,
+                    lease: lease,
+                    notBefore: notBefore,
+                    attempt: attempt ?? OfflineEntry.AttemptRecord(date: now(), status: nil, error: reason),
+                    countsAttempt: countsAttempt
+                )
+                emit(.paused(entry.id, until: notBefore, reason: reason))
+            case .deadLetter(let reason, let countsAttempt):
+                try await store.bury(entry.id, lease: lease, reason: reason, attempt: attempt, countsAttempt: countsAttempt)
+                emit(.deadLettered(entry.id, reason: reason))
+                session.logger.warning(
+                    "offline entry set aside",
+                    metadata: ["queue": "\(name)", "entry": "\(entry.id)", "reason": "\(reason)"]
+                )
+                finish(entry.id, .failure(BrickError(.storage, message: "set aside as a dead letter: \(reason)")))
+            }
+        } catch {
+            report(storeFailure: error)
+        }
+        await publishCount()
+    }
+
+    private func finish(_ id: OfflineEntry.ID, _ result: Result<TransportResponse, BrickError>) {
+        let completion = state.withLock { $0.completions.removeValue(forKey: id) }
+        completion?(result)
+    }
+
+    private func report(storeFailure error: any Error) {
+        session.logger.error("offline store failed", metadata: ["queue": "\(name)", "error": "\(error)"])
+        emit(.storeFailed("\(error)"))
+    }
+
+    // MARK: - Counts and events
+
+    func currentCount() async -> Int {
+        (try? await store.count(queue: name)) ?? 0
+    }
+
+    /// Reads the count, tells the subscribers and, at zero, the waiters; returns it.
+    @discardableResult
+    func publishCount() async -> Int {
+        guard let count = try? await store.count(queue: name) else { return -1 }
+        let (subscribers, waiters) = state.withLock { state in
+            let waiters = count == 0 ? state.emptyWaiters : []
+            if count == 0 { state.emptyWaiters = [] }
+            return (Array(state.countSubscribers.values), waiters)
+        }
+        subscribers.forEach { $0.yield(count) }
+        waiters.forEach { $0.resume() }
+        return count
+    }
+
+    func waitUntilEmpty() async {
+        while !isStopped {
+            if await currentCount() == 0 { return }
+            await withCheckedContinuation { continuation in
+                let stopped = state.withLock { state -> Bool in
+                    if state.stopped { return true }
+                    state.emptyWaiters.append(continuation)
+                    return false
+                }
+                if stopped { continuation.resume() }
+            }
+        }
+    }
+
+    func countStream() -> AsyncStream<Int> {
+        let (stream, continuation) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        let id = UUID()
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.countSubscribers.removeValue(forKey: id) }
+        }
+        let added = state.withLock { state -> Bool in
+            guard !state.stopped else { return false }
+            state.countSubscribers[id] = continuation
+            return true
+        }
+        guard added else {
+            continuation.finish()
+            return stream
+        }
+        Task { [self] in continuation.yield(await currentCount()) }
+        return stream
+    }
+
+    func eventStream() -> AsyncStream<OfflineQueueEvent> {
+        let (stream, continuation) = AsyncStream<OfflineQueueEvent>.makeStream(bufferingPolicy: .bufferingNewest(1000))
+        let id = UUID()
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.eventSubscribers.removeValue(forKey: id) }
+        }
+        let backlog = state.withLock { state -> [OfflineQueueEvent]? in
+            guard !state.stopped else { return nil }
+            state.eventSubscribers[id] = continuation
+            defer { state.backlog = [] }
+            return state.backlog
+        }
+        guard let backlog else {
+            continuation.finish()
+            return stream
+        }
+        backlog.forEach { continuation.yield($0) }
+        return stream
+    }
+
+    func emit(_ event: OfflineQueueEvent) {
+        let subscribers = state.withLock { state -> [AsyncStream<OfflineQueueEvent>.Continuation] in
+            if state.eventSubscribers.isEmpty {
+                state.backlog.append(event)
+                if state.backlog.count > 1000 { state.backlog.removeFirst(state.backlog.count - 1000) }
+            }
+            return Array(state.eventSubscribers.values)
+        }
+        subscribers.forEach { $0.yield(event) }
+    }
+}

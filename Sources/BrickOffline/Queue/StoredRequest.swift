@@ -1,0 +1,103 @@
+import BrickRequest
+import Foundation
+import HTTPTypes
+
+/// A rendered request as an offline queue stores it: method, URL, header fields and body bytes,
+/// as JSON. Never a credential (``check(_:sensitiveHeaders:)`` refuses them before anything is
+/// written); a file body is read when the entry is added (a snapshot, as the request was then).
+struct StoredRequest: Codable, Sendable, Hashable {
+    /// The format's version, for entries written by a later release.
+    var version = 1
+    var method: String
+    var url: String
+    var headers: [[String]]
+    var body: Data?
+
+    /// The header fields that carry credentials: never stored.
+    static let credentialHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
+    /// The largest body an entry holds.
+    static let maxBodyBytes = 16 << 20
+
+    /// Snapshots `request`, refusing credentials and bodies that cannot be stored.
+    init(_ request: TransportRequest, sensitiveHeaders: Set<String>) throws(BrickError) {
+        let refused = Self.credentialHeaders.union(sensitiveHeaders.map { $0.lowercased() })
+        var headers: [[String]] = []
+        for field in request.headerFields {
+            let name = field.name.canonicalName
+            if refused.contains(name) {
+                throw BrickError(
+                    .invalidRequest,
+                    message: "the request carries \(field.name.rawName), which an offline queue never writes to disk; "
+                        + "give the queue an authenticator, which signs each attempt when it is sent"
+                )
+            }
+            headers.append([field.name.rawName, field.value])
+        }
+        var body: Data? = nil
+        if let segments = request.body?.segments {
+            var bytes = Data()
+            for segment in segments {
+                switch segment {
+                case .data(let data):
+                    bytes.append(data)
+                case .file(let path):
+                    guard let handle = FileHandle(forReadingAtPath: path) else {
+                        throw BrickError(.invalidRequest, message: "cannot read the body file \(path)")
+                    }
+                    defer { try? handle.close() }
+                    let data = (try? handle.read(upToCount: Self.maxBodyBytes + 1)).flatMap { $0 } ?? Data()
+                    bytes.append(data)
+                }
+                if bytes.count > Self.maxBodyBytes {
+                    throw BrickError(
+                        .invalidRequest,
+                        message: "the body is larger than an offline entry holds (\(Self.maxBodyBytes >> 20) MiB)"
+                    )
+                }
+            }
+            body = bytes
+        }
+        self.method = request.method.rawValue
+        self.url = request.urlString
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The request to send for one attempt: the stored one, with `Idempotency-Key` when the
+    /// method is not idempotent, and the credential's header fields when there are any.
+    func transportRequest(idempotencyKey: String, credential: [String: String]) throws -> TransportRequest {
+        guard let method = HTTPRequest.Method(method) else {
+            throw BrickError(.invalidRequest, message: "the stored method \(method.debugDescription) is not valid")
+        }
+        var pairs = headers.compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil }
+        let names = Set(pairs.map { $0.name.lowercased() })
+        if !["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"].contains(method.rawValue),
+            !names.contains("idempotency-key")
+        {
+            pairs.append((name: "Idempotency-Key", value: idempotencyKey))
+        }
+        for (name, value) in credential.sorted(by: { $0.key < $1.key }) {
+            pairs.removeAll { $0.name.lowercased() == name.lowercased() }
+            pairs.append((name: name, value: value))
+        }
+        return try TransportRequest(method: method, url: url, headers: pairs, body: body.map { .data($0) })
+    }
+
+    func encoded() throws(BrickError) -> Data {
+        do {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            return try encoder.encode(self)
+        } catch {
+            throw BrickError(.invalidRequest, message: "cannot encode the request for storage", underlying: error)
+        }
+    }
+
+    static func decoded(_ payload: Data) throws -> StoredRequest {
+        let stored = try JSONDecoder().decode(StoredRequest.self, from: payload)
+        guard stored.version == 1 else {
+            throw BrickError(.invalidRequest, message: "stored by a later release (format \(stored.version))")
+        }
+        return stored
+    }
+}

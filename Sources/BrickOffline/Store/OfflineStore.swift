@@ -1,0 +1,265 @@
+import BrickRequest
+import FoundationEssentials
+
+/// One stored request of an offline queue, as a store keeps it.
+public struct OfflineEntry: Sendable, Hashable, Identifiable {
+    /// The entry's identity, made when it is added; stable across restarts.
+    public typealias ID = UUID
+
+    /// The entry's identity.
+    public let id: ID
+    /// The queue it belongs to (a store may hold several).
+    public let queue: String
+    /// Its position in the queue: entries are delivered in this order (FIFO).
+    public let sequence: Int64
+    /// What the queue stores for it (an encoded request).
+    public let payload: Data
+    /// Sent as `Idempotency-Key` when the method is not idempotent: made at `add`, the same on
+    /// every attempt and after every restart.
+    public let idempotencyKey: String
+    /// Two entries with the same dedupe key are never pending together (see ``DedupePolicy``).
+    public let dedupeKey: String?
+    /// When it was added.
+    public let createdAt: Date
+    /// It is not attempted before this date (a retry's pause, or a scheduled entry).
+    public let notBefore: Date
+    /// Attempts made so far (those that reached the network).
+    public let attempts: Int
+    /// The most attempts before the entry goes to the dead letters, or `nil` for no limit.
+    public let maxAttempts: Int?
+    /// After this date the entry goes to the dead letters instead of being attempted; `nil`: never.
+    public let expiresAt: Date?
+    /// The lease under which a worker is attempting it, if any.
+    public let lease: Lease?
+    /// What the last attempt got, if there was one.
+    public let lastAttempt: AttemptRecord?
+    /// Why it is a dead letter, when it is one.
+    public let deadLetter: DeadLetter?
+
+    /// Creates an entry as a store read it.
+    public init(
+        id: ID,
+        queue: String,
+        sequence: Int64,
+        payload: Data,
+        idempotencyKey: String,
+        dedupeKey: String?,
+        createdAt: Date,
+        notBefore: Date,
+        attempts: Int,
+        maxAttempts: Int?,
+        expiresAt: Date?,
+        lease: Lease?,
+        lastAttempt: AttemptRecord?,
+        deadLetter: DeadLetter?
+    ) {
+        self.id = id
+        self.queue = queue
+        self.sequence = sequence
+        self.payload = payload
+        self.idempotencyKey = idempotencyKey
+        self.dedupeKey = dedupeKey
+        self.createdAt = createdAt
+        self.notBefore = notBefore
+        self.attempts = attempts
+        self.maxAttempts = maxAttempts
+        self.expiresAt = expiresAt
+        self.lease = lease
+        self.lastAttempt = lastAttempt
+        self.deadLetter = deadLetter
+    }
+
+    /// An entry to add: what the caller decides; the store assigns the sequence.
+    public struct Draft: Sendable, Hashable {
+        /// The identity.
+        public var id: ID
+        /// The queue.
+        public var queue: String
+        /// The stored request.
+        public var payload: Data
+        /// The idempotency key.
+        public var idempotencyKey: String
+        /// The dedupe key, if any.
+        public var dedupeKey: String?
+        /// When it was added.
+        public var createdAt: Date
+        /// The first date it may be attempted.
+        public var notBefore: Date
+        /// The attempt limit.
+        public var maxAttempts: Int?
+        /// The expiry.
+        public var expiresAt: Date?
+
+        /// Creates a draft.
+        public init(
+            id: ID = UUID(),
+            queue: String,
+            payload: Data,
+            idempotencyKey: String = UUID().uuidString,
+            dedupeKey: String? = nil,
+            createdAt: Date,
+            notBefore: Date? = nil,
+            maxAttempts: Int? = nil,
+            expiresAt: Date? = nil
+        ) {
+            self.id = id
+            self.queue = queue
+            self.payload = payload
+            self.idempotencyKey = idempotencyKey
+            self.dedupeKey = dedupeKey
+            self.createdAt = createdAt
+            self.notBefore = notBefore ?? createdAt
+            self.maxAttempts = maxAttempts
+            self.expiresAt = expiresAt
+        }
+    }
+
+    /// A worker's claim on an entry: only the holder of the token may complete, reschedule or
+    /// bury it, and only until the claim expires (then another worker may lease it again).
+    public struct Lease: Sendable, Hashable {
+        /// The claim's token.
+        public let token: UUID
+        /// When the claim lapses.
+        public let expiresAt: Date
+
+        /// Creates a lease.
+        public init(token: UUID, expiresAt: Date) {
+            self.token = token
+            self.expiresAt = expiresAt
+        }
+    }
+
+    /// What one attempt got.
+    public struct AttemptRecord: Sendable, Hashable {
+        /// When it was made.
+        public var date: Date
+        /// The response status, if a response arrived.
+        public var status: Int?
+        /// Why it failed, if it did (never a header value or a body).
+        public var error: String?
+
+        /// Creates a record.
+        public init(date: Date, status: Int?, error: String?) {
+            self.date = date
+            self.status = status
+            self.error = error
+        }
+    }
+
+    /// Why an entry was set aside instead of being delivered.
+    public struct DeadLetter: Sendable, Hashable {
+        /// When it was set aside.
+        public var date: Date
+        /// Why: out of attempts, expired, or a payload that cannot be read.
+        public var reason: String
+
+        /// Creates a dead-letter record.
+        public init(date: Date, reason: String) {
+            self.date = date
+            self.reason = reason
+        }
+    }
+}
+
+/// What `add` does when a pending entry with the same dedupe key exists.
+public enum DedupePolicy: Sendable, Hashable {
+    /// The new entry is refused (``OfflineStoreError/duplicate``): the pending one stands.
+    case reject
+    /// The new entry takes the pending one's place (a newer "save profile" replaces the older
+    /// one); an entry under a lease is not replaced and the new one is refused instead.
+    case replace
+}
+
+/// The storage behind an offline queue. An entry is *pending* until it is delivered (removed) or
+/// set aside as a dead letter; a worker *leases* the next due entries, attempts them outside any
+/// transaction, and then completes, reschedules or buries each one with its lease token. Leases
+/// expire, so a store shared by several processes (on several machines) hands an entry whose
+/// worker died to another one; a store used by one process releases every lease when it opens.
+///
+/// Every method either does all it says, durably, or throws: a returned `add` is on disk.
+public protocol OfflineStore: Sendable {
+    /// Adds entries, in order, in one durable step; returns their identities (for `.replace`,
+    /// the new ones). Throws ``OfflineStoreError``.
+    func add(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy) async throws -> [OfflineEntry.ID]
+    /// Leases up to `limit` due entries of `queue` (not before their `notBefore`, not leased or
+    /// with a lapsed lease, not dead letters), oldest sequence first, for `duration`.
+    func lease(queue: String, limit: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry]
+    /// Extends a lease that is still held; returns `false` when it was lost.
+    func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool
+    /// Removes a delivered entry; returns `false` when the lease was lost (another worker has it).
+    @discardableResult
+    func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool
+    /// Records an attempt and makes the entry due again at `notBefore`, releasing the lease;
+    /// `countsAttempt` adds one to its attempts.
+    @discardableResult
+    func reschedule(
+        _ id: OfflineEntry.ID,
+        lease: UUID,
+        notBefore: Date,
+        attempt: OfflineEntry.AttemptRecord,
+        countsAttempt: Bool
+    ) async throws -> Bool
+    /// Sets the entry aside as a dead letter, releasing the lease.
+    @discardableResult
+    func bury(
+        _ id: OfflineEntry.ID,
+        lease: UUID,
+        reason: String,
+        attempt: OfflineEntry.AttemptRecord?,
+        countsAttempt: Bool
+    ) async throws -> Bool
+    /// Makes every paused entry of `queue` due now (not the scheduled ones: those added with a
+    /// later `notBefore` keep it).
+    func clearPauses(queue: String, now: Date) async throws
+    /// The earliest `notBefore` of the pending, unleased entries of `queue`, if any.
+    func nextDue(queue: String) async throws -> Date?
+    /// Pending entries of `queue` (leased ones included, dead letters not).
+    func count(queue: String) async throws -> Int
+    /// Pending entries of `queue`, in order.
+    func list(queue: String) async throws -> [OfflineEntry]
+    /// The dead letters of `queue`, oldest first.
+    func deadLetters(queue: String) async throws -> [OfflineEntry]
+    /// Makes a dead letter pending again, at the end of the queue, with its attempts reset.
+    func retryDeadLetter(_ id: OfflineEntry.ID, now: Date) async throws
+    /// Removes an entry (pending or dead) whatever its state.
+    func remove(_ id: OfflineEntry.ID) async throws
+    /// Removes every entry of `queue`, dead letters included.
+    func removeAll(queue: String) async throws
+}
+
+/// A failure of an ``OfflineStore``.
+public struct OfflineStoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The class of failure.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+
+        /// The disk (or the file system's quota) is full: nothing was stored.
+        public static let diskFull = Kind("diskFull")
+        /// The store's file is not a database or is damaged.
+        public static let corrupt = Kind("corrupt")
+        /// A pending entry has the same dedupe key (``DedupePolicy/reject``).
+        public static let duplicate = Kind("duplicate")
+        /// The entry does not exist (any more).
+        public static let notFound = Kind("notFound")
+        /// Any other failure to read or write the store (permissions, I/O).
+        public static let io = Kind("io")
+
+        /// The kind's name.
+        public var description: String { name }
+    }
+
+    /// The class of failure.
+    public let kind: Kind
+    /// What happened, without payloads.
+    public let message: String
+
+    /// Creates an error.
+    public init(_ kind: Kind, message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    /// `OfflineStoreError.kind: message`.
+    public var description: String { "OfflineStoreError.\(kind): \(message)" }
+}

@@ -1,0 +1,77 @@
+import BrickOffline
+import BrickRequest
+import BrickTestServer
+import BrickTesting
+import Foundation
+import Testing
+
+/// A POST brick with a text body, for queue tests.
+final class RecordSale: Component, POSTRequestType {
+    let urlString: String
+    let amount: Int
+    var headers: [String: String] { extraHeaders }
+    let extraHeaders: [String: String]
+    init(_ url: String, amount: Int, headers: [String: String] = [:]) {
+        self.urlString = url
+        self.amount = amount
+        self.extraHeaders = headers
+        var parameters = ParameterBuilder()
+        parameters.add(TextParameter(value: amount, name: "amount"))
+        super.init(parameterBuilder: parameters)
+    }
+}
+
+/// A temporary directory removed at the end of `body`.
+func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
+    let path = NSTemporaryDirectory() + "brick-offline-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try await body(URL(fileURLWithPath: path))
+}
+
+/// Starts a loopback server for the duration of `body`.
+func withServer<T>(_ body: (BrickTestServer) async throws -> T) async throws -> T {
+    let server = try await BrickTestServer.start()
+    do {
+        let result = try await body(server)
+        await server.shutdown()
+        return result
+    } catch {
+        await server.shutdown()
+        throw error
+    }
+}
+
+/// Waits until `condition` holds, for at most 10 s of real time.
+func eventually(_ condition: () async -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !(await condition()) {
+        if ContinuousClock.now > deadline {
+            Issue.record("condition still false after 10 s", sourceLocation: sourceLocation)
+            return
+        }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+}
+
+/// A session whose delays run on `clock` and whose reachability is `reachability`.
+func session(clock: ManualClock = ManualClock(), reachability: ManualReachability = ManualReachability()) -> Session {
+    Session(reachability: reachability, clock: clock)
+}
+
+/// A TCP port on loopback with nothing listening (connections are refused).
+func closedPort() -> Int {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+            bind(descriptor, pointer, length) == 0 ? getsockname(descriptor, pointer, &length) : -1
+        }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}

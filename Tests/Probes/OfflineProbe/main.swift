@@ -1,0 +1,85 @@
+// brick-offline-probe MODE DIRECTORY NAME [URL] [COUNT]
+//
+// For the offline tests' crash scenarios, in a process of its own that the test kills:
+//   add   DIR NAME URL        adds POST URL entries in a loop, 16 producers at a time; prints
+//                             `ack N` (N = the entry's number, in its body) once each add returned
+//   fill  DIR NAME URL COUNT  adds COUNT entries (bodies 0..<COUNT), prints `filled`
+//   drain DIR NAME            delivers everything, prints `drained` when the queue is empty
+// Lines are written unbuffered, so what the parent reads is what the probe had acknowledged.
+import BrickOffline
+import BrickRequest
+import Foundation
+import Synchronization
+
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 4 else {
+    say("usage: brick-offline-probe add|fill|drain DIR NAME [URL] [COUNT]")
+    exit(2)
+}
+let directory = URL(fileURLWithPath: arguments[2])
+let name = arguments[3]
+let session = Session(reachability: AlwaysReachable())
+let queue = try PersistentRequestQueue(name: name, directory: directory, session: session, retryInterval: .seconds(1))
+
+func entry(_ number: Int, url: String) throws -> TransportRequest {
+    try TransportRequest(
+        method: .post,
+        url: url,
+        headers: [("Content-Type", "text/plain")],
+        body: .data(Data(String(number).utf8))
+    )
+}
+
+switch arguments[1] {
+case "add":
+    let url = arguments[4]
+    // 16 producers share one counter; each number is added once.
+    let next = Counter()
+    await withTaskGroup(of: Void.self) { group in
+        for _ in 0..<16 {
+            group.addTask {
+                while true {
+                    let number = next.take()
+                    guard let request = try? entry(number, url: url) else { return }
+                    do {
+                        _ = try await queue.add(request)
+                        say("ack \(number)")
+                    } catch {
+                        say("error \(number) \(error)")
+                    }
+                }
+            }
+        }
+    }
+case "fill":
+    let url = arguments[4]
+    let count = Int(arguments[5]) ?? 0
+    await withTaskGroup(of: Void.self) { group in
+        for producer in 0..<16 {
+            group.addTask {
+                var number = producer
+                while number < count {
+                    _ = try? await queue.add(try entry(number, url: url))
+                    number += 16
+                }
+            }
+        }
+    }
+    say("filled \(await queue.count)")
+case "drain":
+    await queue.waitUntilEmpty()
+    say("drained")
+default:
+    say("unknown mode \(arguments[1])")
+    exit(2)
+}
+
+/// A number handed out once each, to several tasks.
+final class Counter: Sendable {
+    private let value = Mutex(0)
+    func take() -> Int { value.withLock { value in defer { value += 1 }; return value } }
+}
