@@ -2,7 +2,7 @@ import BrickRequest
 import Foundation
 
 /// What happened to one attempt at delivering a stored request.
-enum AttemptOutcome: Sendable, Hashable {
+package enum AttemptOutcome: Sendable, Hashable {
     /// A response arrived with this status.
     case status(Int)
     /// The transport failed.
@@ -16,7 +16,7 @@ enum AttemptOutcome: Sendable, Hashable {
 
 /// What a queue does after an attempt: the pure decision at the heart of offline delivery,
 /// tested by a table without I/O (as ``RetryEngine``'s state machine is).
-enum DeliveryDecision: Sendable, Hashable {
+package enum DeliveryDecision: Sendable, Hashable {
     /// Delivered: remove the entry.
     case delivered
     /// Pause the entry until `notBefore` and move on to the next one; `countsAttempt` says
@@ -36,7 +36,7 @@ enum DeliveryDecision: Sendable, Hashable {
     /// | the attempt limit reached (`maxAttempts`) | dead letter "ran out of attempts" |
     /// | past `expiresAt` (checked before an attempt too) | dead letter "expired" |
     /// | unreadable stored request | dead letter with the reason |
-    static func decide(
+    package static func decide(
         _ outcome: AttemptOutcome,
         attemptsBefore: Int,
         maxAttempts: Int?,
@@ -72,7 +72,7 @@ enum DeliveryDecision: Sendable, Hashable {
     }
 
     /// Whether an entry may be attempted at all: an expired one goes to the dead letters first.
-    static func isExpired(_ entry: OfflineEntry, now: Date) -> Bool {
+    package static func isExpired(_ entry: OfflineEntry, now: Date) -> Bool {
         entry.expiresAt.map { now >= $0 } ?? false
     }
 }

@@ -1,8 +1,9 @@
 // brick-offline-probe MODE DIRECTORY NAME [URL] [COUNT]
 //
 // For the offline tests' crash scenarios, in a process of its own that the test kills:
-//   add   DIR NAME URL        adds POST URL entries in a loop, 16 producers at a time; prints
-//                             `ack N` (N = the entry's number, in its body) once each add returned
+//   add   DIR NAME URL START  adds POST URL entries numbered from START in a loop, 16 producers
+//                             at a time; prints `ack N` (N = the entry's number, its body) once
+//                             each add returned
 //   fill  DIR NAME URL COUNT  adds COUNT entries (bodies 0..<COUNT), prints `filled`
 //   drain DIR NAME            delivers everything, prints `drained` when the queue is empty
 // Lines are written unbuffered, so what the parent reads is what the probe had acknowledged.
@@ -23,7 +24,16 @@ guard arguments.count >= 4 else {
 let directory = URL(fileURLWithPath: arguments[2])
 let name = arguments[3]
 let session = Session(reachability: AlwaysReachable())
-let queue = try PersistentRequestQueue(name: name, directory: directory, session: session, retryInterval: .seconds(1))
+// BRICK_PROBE_SYNC=normal: synchronous=NORMAL (enough against kill -9; FULL adds power loss).
+let synchronous: SQLiteOfflineStore.Synchronous =
+    ProcessInfo.processInfo.environment["BRICK_PROBE_SYNC"] == "normal" ? .normal : .full
+let queue = try PersistentRequestQueue(
+    name: name,
+    directory: directory,
+    session: session,
+    retryInterval: .seconds(1),
+    synchronous: synchronous
+)
 
 func entry(_ number: Int, url: String) throws -> TransportRequest {
     try TransportRequest(
@@ -38,7 +48,7 @@ switch arguments[1] {
 case "add":
     let url = arguments[4]
     // 16 producers share one counter; each number is added once.
-    let next = Counter()
+    let next = Counter(start: Int(arguments[5]) ?? 0)
     await withTaskGroup(of: Void.self) { group in
         for _ in 0..<16 {
             group.addTask {
@@ -80,6 +90,7 @@ default:
 
 /// A number handed out once each, to several tasks.
 final class Counter: Sendable {
-    private let value = Mutex(0)
+    private let value: Mutex<Int>
+    init(start: Int) { value = Mutex(start) }
     func take() -> Int { value.withLock { value in defer { value += 1 }; return value } }
 }
