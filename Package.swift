@@ -64,7 +64,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "BrickDemo",
-            dependencies: ["BrickRequest", "BrickTestServer"],
+            dependencies: ["BrickRequest", "BrickOffline", "BrickTestServer"],
             path: "Samples/BrickDemo"
         ),
         // For the test suite: measures a large download's memory in a process of its own.

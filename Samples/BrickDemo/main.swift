@@ -1,6 +1,7 @@
 // brick-demo: BrickRequest end to end.
 //   swift run brick-demo                     # against BrickTestServer, started in this process on 127.0.0.1
 //   swift run brick-demo --base-url URL      # against another httpbin-like server
+import BrickOffline
 import BrickRequest
 import BrickTestServer
 import Foundation
@@ -87,6 +88,18 @@ final class Ticks: Component, GETRequestType, APISessionRequestType, ValidatedRe
 {
     var urlString: String { "https://api.example.com/sse/3" }
     var headers: [String: String] { ["Accept": "text/event-stream"] }
+}
+
+/// A sale the server must learn about eventually, even if it is down now (the offline queue).
+final class RecordSale: Component, POSTRequestType {
+    let origin: String
+    var urlString: String { origin + "/anything/sales" }
+    init(origin: String, amount: Int) {
+        self.origin = origin
+        var parameters = ParameterBuilder()
+        parameters.add(TextParameter(value: amount, name: "amount"))
+        super.init(parameterBuilder: parameters)
+    }
 }
 
 // MARK: - The demo server
@@ -210,9 +223,50 @@ struct BrickDemo {
             }
         }
 
-        // 8. What the session would send, as a curl command.
+        // 8. Offline delivery: sales recorded while the server is down are kept on disk and
+        //    delivered, in order, once it is back.
+        if DemoServer.local != nil { ok = await offlineDelivery() && ok }
+
+        // 9. What the session would send, as a curl command.
         print("  curl equivalent of GetUser: \(Session.api.cURLDescription(for: GetUser(userID: "100")).prefix(110))…")
         exit(ok ? 0 : 1)
+    }
+
+    /// Queues three sales for a server that is down, starts it, and shows them delivered.
+    static func offlineDelivery() async -> Bool {
+        do {
+            // A port with no server behind it, for now.
+            let outage = try await BrickTestServer.start()
+            let port = outage.port
+            await outage.shutdown()
+            let directory = URL(fileURLWithPath: NSTemporaryDirectory() + "brick-demo-offline-\(getpid())")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let queue = try PersistentRequestQueue(
+                name: "sales",
+                directory: directory,
+                session: Session(),
+                retryInterval: .milliseconds(200)
+            )
+            for amount in [12, 7, 30] {
+                try await queue.add(RecordSale(origin: "http://127.0.0.1:\(port)", amount: amount))
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            let waiting = await queue.count
+            let server = try await BrickTestServer.start(port: port)
+            queue.startProcessing(ignoringPauseDates: true)
+            await queue.waitUntilEmpty()
+            await server.shutdown()
+            let delivered = server.requests(path: "/anything/sales").map { String(decoding: $0.body, as: UTF8.self) }
+            let keys = Set(server.requests(path: "/anything/sales").compactMap { $0.header("Idempotency-Key") })
+            print(
+                "✔ offline queue: \(waiting) sales waited on disk while the server was down, then arrived in order "
+                    + "\(delivered) with \(keys.count) distinct Idempotency-Keys"
+            )
+            return delivered == ["amount=12", "amount=7", "amount=30"]
+        } catch {
+            print("✘ offline queue: \(error)")
+            return false
+        }
     }
 
     /// Counts progress reports (they arrive on the session's callback queue).
