@@ -12,7 +12,8 @@ let package = Package(
     name: "BrickRequestBenchmarks",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "brick-bench", targets: ["BrickBench"])
+        .executable(name: "brick-bench", targets: ["BrickBench"]),
+        .executable(name: "offline-bench", targets: ["OfflineBench"]),
     ],
     dependencies: [
         .package(path: "..")
@@ -21,6 +22,13 @@ let package = Package(
         .executableTarget(
             name: "BrickBench",
             dependencies: [.product(name: "BrickRequest", package: parentIdentity)]
-        )
+        ),
+        .executableTarget(
+            name: "OfflineBench",
+            dependencies: [
+                .product(name: "BrickOffline", package: parentIdentity),
+                .product(name: "BrickRequest", package: parentIdentity),
+            ]
+        ),
     ]
 )

@@ -17,7 +17,7 @@ struct CrashTests {
     }
 
     /// A running probe whose output is read line by line.
-    final class Probe {
+    final class Probe: @unchecked Sendable {  // its buffer is touched by one waiting thread at a time
         let process = Process()
         let output = Pipe()
         private var buffer = Data()
@@ -34,16 +34,20 @@ struct CrashTests {
         }
 
         /// Kills the probe with SIGKILL and returns every complete line it wrote.
-        func kill() -> [String] {
+        func kill() async -> [String] {
             Glibc.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            return lines()
+            return await wait()
         }
 
-        /// Waits for the probe to end and returns its lines.
-        func wait() -> [String] {
-            process.waitUntilExit()
-            return lines()
+        /// Waits for the probe to end (on a thread of its own: the test's threads are the
+        /// cooperative pool's, which other tests need meanwhile) and returns its lines.
+        func wait() async -> [String] {
+            await withCheckedContinuation { continuation in
+                Thread.detachNewThread {
+                    self.process.waitUntilExit()
+                    continuation.resume(returning: self.lines())
+                }
+            }
         }
 
         private func lines() -> [String] {
@@ -78,7 +82,7 @@ struct CrashTests {
             for cycle in 0..<20 {
                 let probe = try Probe(["add", directory.path, "sales", url, String(cycle * 1_000_000)])
                 try await Task.sleep(for: .milliseconds(Int.random(in: 200...600)))
-                let lines = probe.kill()
+                let lines = await probe.kill()
                 for line in lines where line.hasPrefix("ack ") {
                     if let number = Int(line.dropFirst(4)) { acknowledged.insert(number) }
                 }
@@ -100,7 +104,7 @@ struct CrashTests {
             try await withDirectory { directory in
                 let total = 10_000
                 let url = server.baseURL + "/post"
-                let filled = try Probe(["fill", directory.path, "drain", url, String(total)]).wait()
+                let filled = try await Probe(["fill", directory.path, "drain", url, String(total)]).wait()
                 // The filling process starts delivering as soon as it adds: some may be gone already.
                 #expect(filled.last?.hasPrefix("filled ") == true, "\(filled)")
                 let sync = ["BRICK_PROBE_SYNC": "normal"]
@@ -108,10 +112,10 @@ struct CrashTests {
                 while kills < 20 {
                     let probe = try Probe(["drain", directory.path, "drain"], environment: sync)
                     try await Task.sleep(for: .milliseconds(Int.random(in: 50...250)))
-                    if probe.kill().contains("drained") { break }
+                    if await probe.kill().contains("drained") { break }
                     kills += 1
                 }
-                let last = try Probe(["drain", directory.path, "drain"], environment: sync).wait()
+                let last = try await Probe(["drain", directory.path, "drain"], environment: sync).wait()
                 #expect(last.contains("drained"))
                 let received = server.requests(path: "/post")
                 let keys = received.compactMap { $0.header("Idempotency-Key") }

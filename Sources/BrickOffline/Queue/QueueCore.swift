@@ -97,7 +97,7 @@ final class QueueCore: Sendable {
         let ids = try await storeCall { store, _ in try await store.add([draft], dedupe: dedupe) }
         let id = ids.first ?? draft.id
         if let completion { state.withLock { $0.completions[id] = completion } }
-        await publishCount()
+        if isWatched { await publishCount() }
         start(ignoringPauses: false)
         return id
     }
@@ -163,15 +163,15 @@ final class QueueCore: Sendable {
             do {
                 leased = try await store.lease(queue: name, limit: 1, now: now(), for: leaseDuration)
             } catch {
+                if isStopped { return }
                 report(storeFailure: error)
                 await sleep(until: now().addingTimeInterval(retryInterval.secondsValue))
                 continue
             }
             guard let entry = leased.first else {
-                let pending = await publishCount()
-                let next = pending > 0 ? (try? await store.nextDue(queue: name)) : nil
-                // With entries pending and none due nor leasable, wait for the earliest pause to end.
-                await sleep(until: next ?? (pending > 0 ? now().addingTimeInterval(retryInterval.secondsValue) : nil))
+                await publishCount()
+                // Nothing due: wait for the earliest pause or schedule to end, or to be woken.
+                await sleep(until: try? await store.nextDue(queue: name))
                 continue
             }
             await attempt(entry)
@@ -365,10 +365,14 @@ final class QueueCore: Sendable {
         (try? await store.count(queue: name)) ?? 0
     }
 
-    /// Reads the count, tells the subscribers and, at zero, the waiters; returns it.
-    @discardableResult
-    func publishCount() async -> Int {
-        guard let count = try? await store.count(queue: name) else { return -1 }
+    /// Whether anyone listens to the count (a subscriber, or a caller waiting for it to reach 0).
+    private var isWatched: Bool {
+        state.withLock { !$0.countSubscribers.isEmpty || !$0.emptyWaiters.isEmpty }
+    }
+
+    /// Reads the count, when anyone listens, and tells the subscribers and, at zero, the waiters.
+    func publishCount() async {
+        guard isWatched, let count = try? await store.count(queue: name) else { return }
         let (subscribers, waiters) = state.withLock { state in
             let waiters = count == 0 ? state.emptyWaiters : []
             if count == 0 { state.emptyWaiters = [] }
@@ -376,20 +380,24 @@ final class QueueCore: Sendable {
         }
         subscribers.forEach { $0.yield(count) }
         waiters.forEach { $0.resume() }
-        return count
     }
 
     func waitUntilEmpty() async {
         while !isStopped {
-            if await currentCount() == 0 { return }
+            // Registered first, then counted: a delivery between the two cannot be missed.
             await withCheckedContinuation { continuation in
                 let stopped = state.withLock { state -> Bool in
                     if state.stopped { return true }
                     state.emptyWaiters.append(continuation)
                     return false
                 }
-                if stopped { continuation.resume() }
+                if stopped {
+                    continuation.resume()
+                } else {
+                    Task { await self.publishCount() }
+                }
             }
+            if await currentCount() == 0 { return }
         }
     }
 

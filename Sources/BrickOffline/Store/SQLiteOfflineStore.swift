@@ -170,6 +170,7 @@ public final class SQLiteOfflineStore: OfflineStore {
                         deadReason TEXT
                     );
                     CREATE INDEX entry_due ON entry(queue, deadAt, notBefore, sequence);
+                    CREATE INDEX entry_fifo ON entry(queue, deadAt, sequence);
                     CREATE UNIQUE INDEX entry_dedupe ON entry(queue, dedupeKey)
                         WHERE dedupeKey IS NOT NULL AND deadAt IS NULL;
                     """
@@ -284,6 +285,20 @@ public final class SQLiteOfflineStore: OfflineStore {
         let token = UUID().uuidString
         let moment = now.timeIntervalSince1970
         let expiry = moment + duration.secondsValue
+        // Looked for first without the write lock, so that a worker with nothing due does not
+        // hold up concurrent adds.
+        let due = try await read("look for due entries") { db in
+            try Bool.fetchOne(
+                db,
+                sql: """
+                    SELECT EXISTS (SELECT 1 FROM entry
+                    WHERE queue = ? AND deadAt IS NULL AND notBefore <= ?
+                      AND (leaseToken IS NULL OR leaseExpiresAt <= ?))
+                    """,
+                arguments: [queue, moment, moment]
+            ) ?? false
+        }
+        guard due else { return [] }
         return try await write("lease entries") { db in
             let rows = try Row.fetchAll(
                 db,

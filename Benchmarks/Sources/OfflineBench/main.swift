@@ -1,0 +1,97 @@
+// offline-bench [DIRECTORY]
+//
+// The offline store's figures, in one run (no network; requests are stored, never sent):
+//   - durable adds per second through PersistentRequestQueue.add, synchronous=FULL (and NORMAL),
+//     with 1 and with 16 producers (group commit shares one transaction among concurrent adds);
+//   - the time to reopen a store holding 100,000 pending entries, and to count them and lease the
+//     first one; resident memory before and after, with the 100,000 waiting.
+// DIRECTORY defaults to a new folder under /tmp (a disk on most machines; tmpfs makes FULL free).
+import BrickOffline
+import BrickRequest
+import Foundation
+
+func residentMiB() -> Double {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        return Double(line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0) / 1024
+    }
+    return 0
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+let root = CommandLine.arguments.dropFirst().first.map { URL(fileURLWithPath: $0) }
+    ?? URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("offline-bench-\(getpid())")
+defer { try? FileManager.default.removeItem(at: root) }
+// Nothing listens here, and every entry is scheduled far ahead: the queue never sends.
+let request = try TransportRequest(
+    method: .post,
+    url: "http://127.0.0.1:9/sales",
+    headers: [("Content-Type", "application/json")],
+    body: .data(Data(#"{"sku":"brick-2x4","amount":12}"#.utf8))
+)
+let later = PersistentRequestQueue.EntryOptions(notBefore: .distantFuture)
+let session = Session(reachability: AlwaysReachable())
+let clock = ContinuousClock()
+
+print("| store | producers | adds | seconds | adds/s |")
+print("|---|---:|---:|---:|---:|")
+for synchronous in [SQLiteOfflineStore.Synchronous.full, .normal] {
+    for (producers, perProducer) in [(1, 2_000), (16, 1_500)] {
+        let name = "adds-\(synchronous)-\(producers)"
+        let queue = try PersistentRequestQueue(
+            name: name,
+            directory: root,
+            session: session,
+            synchronous: synchronous
+        )
+        let elapsed = try await clock.measure {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<producers {
+                    group.addTask {
+                        for _ in 0..<perProducer { try await queue.add(request, options: later) }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        let total = producers * perProducer
+        print(
+            "| \(synchronous) | \(producers) | \(total) | \(String(format: "%.2f", seconds(elapsed))) | "
+                + "\(Int(Double(total) / seconds(elapsed))) |"
+        )
+    }
+}
+
+// 100,000 pending entries, written in batches straight to the store.
+let big = "pending"
+do {
+    let store = try SQLiteOfflineStore(name: big, directory: root, synchronous: .normal)
+    let payload = Data(#"{"version":1,"method":"POST","url":"http://127.0.0.1:9/sales","headers":[],"body":null}"#.utf8)
+    for _ in 0..<100 {
+        let drafts = (0..<1000).map { _ in
+            OfflineEntry.Draft(queue: big, payload: payload, createdAt: Date(), notBefore: .distantFuture)
+        }
+        _ = try await store.add(drafts, dedupe: .reject)
+    }
+}
+try await Task.sleep(for: .milliseconds(100))
+let before = residentMiB()
+var reopened: SQLiteOfflineStore?
+let reopen = try clock.measure { reopened = try SQLiteOfflineStore(name: big, directory: root) }
+let store = reopened!
+var counted = 0
+let count = try await clock.measure { counted = try await store.count(queue: big) }
+let queue = PersistentRequestQueue(name: big, store: store, session: session)
+let lease = try await clock.measure { _ = try await store.lease(queue: big, limit: 1, now: .distantFuture, for: .seconds(60)) }
+_ = await queue.count
+let after = residentMiB()
+print("")
+print("| 100,000 pending entries | |")
+print("|---|---:|")
+print("| reopen (open, check, migrate, release leases) | \(String(format: "%.1f", seconds(reopen) * 1000)) ms |")
+print("| count (\(counted)) | \(String(format: "%.1f", seconds(count) * 1000)) ms |")
+print("| lease the first | \(String(format: "%.1f", seconds(lease) * 1000)) ms |")
+print("| resident memory before reopening / after | \(String(format: "%.1f", before)) / \(String(format: "%.1f", after)) MiB |")
