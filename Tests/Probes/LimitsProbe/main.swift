@@ -9,7 +9,9 @@
 // Every line of output is `name=value` pairs; the exit status is 0 unless the probe itself failed.
 import BrickRequest
 import FoundationEssentials
+import Dispatch
 import Glibc
+import Synchronization
 
 let arguments = CommandLine.arguments
 guard arguments.count == 4, let count = Int(arguments[3]) else {
@@ -25,7 +27,22 @@ if arguments[1] == "unlimited" {
 let transport = CurlTransport(configuration: configuration)
 let request = try TransportRequest(method: .get, url: url)
 
-let results = await withTaskGroup(of: Result<Int, TransportError>.self) { group in
+/// The requests through completion handlers, with no task: when descriptors run out, Dispatch's
+/// worker-pool monitor traps (it cannot open /proc/<tid>/stat), so this mode starts no pool thread.
+func sendWithHandlers() -> [Result<Int, TransportError>] {
+    let done = DispatchSemaphore(value: 0)
+    let collected = Mutex<[Result<Int, TransportError>]>([])
+    for _ in 0..<count {
+        _ = transport.start(request) { result in
+            collected.withLock { $0.append(result.map { $0.status.code }) }
+            done.signal()
+        }
+    }
+    for _ in 0..<count { done.wait() }
+    return collected.withLock { $0 }
+}
+
+let results = arguments[1] == "unlimited" ? sendWithHandlers() : await withTaskGroup(of: Result<Int, TransportError>.self) { group in
     for _ in 0..<count {
         group.addTask {
             do {
