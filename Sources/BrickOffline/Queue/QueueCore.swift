@@ -13,17 +13,11 @@ final class QueueCore: Sendable {
     private struct State {
         var loop: Task<Void, Never>?
         var reachabilityWatch: Task<Void, Never>?
-        var timer: Task<Void, Never>?
-        var wake: CheckedContinuation<Void, Never>?
-        var wakePending = false
         var ignorePauses = false
         var stopped = false
         var completions: [OfflineEntry.ID: Completion] = [:]
         var emptyWaiters: [CheckedContinuation<Void, Never>] = []
         var countSubscribers: [UUID: AsyncStream<Int>.Continuation] = [:]
-        var eventSubscribers: [UUID: AsyncStream<OfflineQueueEvent>.Continuation] = [:]
-        /// Events no subscriber heard yet (the last 1,000), for the first one.
-        var backlog: [OfflineQueueEvent] = []
     }
 
     let name: String
@@ -38,6 +32,8 @@ final class QueueCore: Sendable {
     /// so a `ManualClock` drives pauses in tests.
     private let origin = Date()
     private let state = Lock(State())
+    private let signal = LoopSignal()
+    private let events = EventBroadcaster<OfflineQueueEvent>()
 
     init(
         name: String,
@@ -105,15 +101,12 @@ final class QueueCore: Sendable {
     // MARK: - The processing task
 
     func start(ignoringPauses: Bool) {
-        let (startLoop, continuation) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
-            guard !state.stopped else { return (false, nil) }
+        let startLoop = state.withLock { state -> Bool in
+            guard !state.stopped else { return false }
             if ignoringPauses { state.ignorePauses = true }
-            let wake = state.wake
-            state.wake = nil
-            if wake == nil { state.wakePending = true }
-            return (state.loop == nil, wake)
+            return state.loop == nil
         }
-        continuation?.resume()
+        signal.wake()
         guard startLoop else { return }
         let loop = Task { [self] in await self.run() }
         let watch = Task { [self] in await self.watchReachability() }
@@ -129,27 +122,23 @@ final class QueueCore: Sendable {
     }
 
     func shutdown() {
-        let (tasks, wake, waiters, counts, events) = state.withLock { state in
+        let (tasks, waiters, counts) = state.withLock { state in
             state.stopped = true
             defer {
-                state.wake = nil
                 state.emptyWaiters = []
                 state.countSubscribers = [:]
-                state.eventSubscribers = [:]
             }
             return (
-                [state.loop, state.reachabilityWatch, state.timer].compactMap { $0 },
-                state.wake,
+                [state.loop, state.reachabilityWatch].compactMap { $0 },
                 state.emptyWaiters,
-                Array(state.countSubscribers.values),
-                Array(state.eventSubscribers.values)
+                Array(state.countSubscribers.values)
             )
         }
         tasks.forEach { $0.cancel() }
-        wake?.resume()
+        signal.stop()
         waiters.forEach { $0.resume() }
         counts.forEach { $0.finish() }
-        events.forEach { $0.finish() }
+        events.finish()
     }
 
     private var isStopped: Bool { state.withLock { $0.stopped } || Task.isCancelled }
@@ -180,39 +169,11 @@ final class QueueCore: Sendable {
 
     /// Waits for a wake-up (an add, `startProcessing`, a reachability change) or until `date`.
     private func sleep(until date: Date?) async {
-        let delay = date.map { max($0.timeIntervalSince(now()), 0) }
-        if let delay, delay <= 0 { return }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { state -> Bool in
-                if state.wakePending || state.stopped {
-                    state.wakePending = false
-                    return true
-                }
-                state.wake = continuation
-                state.timer?.cancel()
-                state.timer = nil
-                if let date, delay != nil {
-                    // A deadline on the session's clock: time passing meanwhile is not added.
-                    let clock = session.clock
-                    let target = Duration.seconds(min(date.timeIntervalSince(origin), 1e12))
-                    state.timer = Task { [self] in
-                        do { try await clock.sleepUntilElapsed(target) } catch { return }
-                        self.wakeUp()
-                    }
-                }
-                return false
-            }
-            if resumeNow { continuation.resume() }
-        }
+        await signal.sleep(until: date?.elapsed(since: origin), on: session.clock)
     }
 
     private func wakeUp() {
-        let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            defer { state.wake = nil }
-            if state.wake == nil { state.wakePending = true }
-            return state.wake
-        }
-        continuation?.resume()
+        signal.wake()
     }
 
     /// When reachability changes, paused entries are looked at at once, not at the end of their pause.
@@ -421,33 +382,10 @@ final class QueueCore: Sendable {
     }
 
     func eventStream() -> AsyncStream<OfflineQueueEvent> {
-        let (stream, continuation) = AsyncStream<OfflineQueueEvent>.makeStream(bufferingPolicy: .bufferingNewest(1000))
-        let id = UUID()
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.eventSubscribers.removeValue(forKey: id) }
-        }
-        let backlog = state.withLock { state -> [OfflineQueueEvent]? in
-            guard !state.stopped else { return nil }
-            state.eventSubscribers[id] = continuation
-            defer { state.backlog = [] }
-            return state.backlog
-        }
-        guard let backlog else {
-            continuation.finish()
-            return stream
-        }
-        backlog.forEach { continuation.yield($0) }
-        return stream
+        events.stream()
     }
 
     func emit(_ event: OfflineQueueEvent) {
-        let subscribers = state.withLock { state -> [AsyncStream<OfflineQueueEvent>.Continuation] in
-            if state.eventSubscribers.isEmpty {
-                state.backlog.append(event)
-                if state.backlog.count > 1000 { state.backlog.removeFirst(state.backlog.count - 1000) }
-            }
-            return Array(state.eventSubscribers.values)
-        }
-        subscribers.forEach { $0.yield(event) }
+        events.emit(event)
     }
 }

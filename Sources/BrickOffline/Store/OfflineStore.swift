@@ -184,6 +184,15 @@ public protocol OfflineStore: Sendable {
     /// Leases up to `limit` due entries of `queue` (not before their `notBefore`, not leased or
     /// with a lapsed lease, not dead letters), oldest sequence first, for `duration`.
     func lease(queue: String, limit: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry]
+    /// Leases the oldest pending entry of `queue` if it is due and not leased; nothing otherwise
+    /// (strict FIFO: an entry waiting holds back the ones behind it).
+    func leaseHead(queue: String, now: Date, for duration: Duration) async throws -> OfflineEntry?
+    /// Replaces the pending, unleased entries `ids` of `queue` with `drafts`, in one step (merging
+    /// or batching waiting requests); the new entries take the place of the first one replaced.
+    /// Returns `false`, changing nothing, when one of them was leased or removed meanwhile.
+    func replacePending(queue: String, ids: [OfflineEntry.ID], with drafts: [OfflineEntry.Draft]) async throws -> Bool
+    /// Sets pending, unleased entries aside as dead letters (stale ones, say).
+    func setAside(_ ids: [OfflineEntry.ID], reason: String, now: Date) async throws
     /// Extends a lease that is still held; returns `false` when it was lost.
     func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool
     /// Removes a delivered entry; returns `false` when the lease was lost (another worker has it).

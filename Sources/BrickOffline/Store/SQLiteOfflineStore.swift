@@ -324,6 +324,92 @@ public final class SQLiteOfflineStore: OfflineStore {
         }
     }
 
+    public func leaseHead(queue: String, now: Date, for duration: Duration) async throws -> OfflineEntry? {
+        let token = UUID()
+        let moment = now.timeIntervalSince1970
+        let expiry = moment + duration.secondsValue
+        return try await write("lease the head entry") { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT * FROM entry WHERE queue = ? AND deadAt IS NULL ORDER BY sequence LIMIT 1",
+                    arguments: [queue]
+                )
+            else { return nil }
+            let leaseExpiry: Double? = row["leaseExpiresAt"]
+            let notBefore: Double = row["notBefore"]
+            if notBefore > moment || (leaseExpiry.map { $0 > moment } ?? false) { return nil }
+            try db.execute(
+                sql: "UPDATE entry SET leaseToken = ?, leaseExpiresAt = ? WHERE sequence = ?",
+                arguments: [token.uuidString, expiry, row["sequence"] as Int64]
+            )
+            return Self.entry(row, lease: OfflineEntry.Lease(token: token, expiresAt: Date(timeIntervalSince1970: expiry)))
+        }
+    }
+
+    public func replacePending(
+        queue: String,
+        ids: [OfflineEntry.ID],
+        with drafts: [OfflineEntry.Draft]
+    ) async throws -> Bool {
+        try await write("replace pending entries") { db in
+            var first: Int64? = nil
+            for id in ids {
+                guard
+                    let row = try Row.fetchOne(
+                        db,
+                        sql: "SELECT sequence FROM entry WHERE id = ? AND queue = ? AND deadAt IS NULL AND leaseToken IS NULL",
+                        arguments: [id.uuidString, queue]
+                    )
+                else { return false }
+                let sequence: Int64 = row["sequence"]
+                first = min(first ?? sequence, sequence)
+            }
+            for id in ids { try db.execute(sql: "DELETE FROM entry WHERE id = ?", arguments: [id.uuidString]) }
+            // The replacements go where the first replaced entry was: before everything added after it.
+            var sequence = first ?? 0
+            let later = try Int64.fetchAll(
+                db,
+                sql: "SELECT sequence FROM entry WHERE queue = ? AND sequence > ? ORDER BY sequence DESC",
+                arguments: [queue, sequence]
+            )
+            // Make room: move the later entries up by the number of replacements.
+            for existing in later {
+                try db.execute(
+                    sql: "UPDATE entry SET sequence = ? WHERE sequence = ?",
+                    arguments: [existing + Int64(drafts.count), existing]
+                )
+            }
+            for draft in drafts {
+                try db.execute(
+                    sql: """
+                        INSERT INTO entry (sequence, id, queue, payload, idempotencyKey, dedupeKey, createdAt,
+                                           notBefore, maxAttempts, expiresAt)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        first == nil ? nil : sequence, draft.id.uuidString, draft.queue, draft.payload,
+                        draft.idempotencyKey, draft.dedupeKey, draft.createdAt.timeIntervalSince1970,
+                        draft.notBefore.timeIntervalSince1970, draft.maxAttempts, draft.expiresAt?.timeIntervalSince1970,
+                    ]
+                )
+                sequence += 1
+            }
+            return true
+        }
+    }
+
+    public func setAside(_ ids: [OfflineEntry.ID], reason: String, now: Date) async throws {
+        try await write("set entries aside") { db in
+            for id in ids {
+                try db.execute(
+                    sql: "UPDATE entry SET deadAt = ?, deadReason = ? WHERE id = ? AND deadAt IS NULL AND leaseToken IS NULL",
+                    arguments: [now.timeIntervalSince1970, reason, id.uuidString]
+                )
+            }
+        }
+    }
+
     public func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool {
         try await write("extend a lease") { db in
             try db.execute(

@@ -1,0 +1,417 @@
+import BrickRequest
+import Foundation
+import Logging
+import Synchronization
+
+/// The engine of an ``OfflineRequestManager``: the submission loop, the running attempts with
+/// their time limits, the batch's counts and progress.
+final class ManagerCore: @unchecked Sendable {  // `owner` is set once, right after init, before any use
+    struct Settings {
+        var cap = 10
+        var timeLimit: Duration = .seconds(120)
+        var submissionInterval: Duration = .seconds(10)
+        var delegate = WeakDelegate(nil)
+    }
+
+    /// A stored request read back.
+    struct Pending {
+        var entry: OfflineEntry
+        var request: any OfflineRequest
+    }
+
+    private struct Running {
+        var progress: Double = 0
+        var deadline: Duration
+        var generation: Int
+    }
+
+    private struct State {
+        var loop: Task<Void, Never>?
+        var watch: Task<Void, Never>?
+        var stopped = false
+        var running: [OfflineEntry.ID: Running] = [:]
+        var completed = 0
+        var outstanding = 0
+        var progress: Double = 1
+        /// Bumped by `clearAll`: attempts of an older generation are ignored when they end.
+        var generation = 0
+        var decoders: [String: @Sendable (Data) throws -> any OfflineRequest] = [:]
+    }
+
+    let name: String
+    let store: any OfflineStore
+    let session: Session
+    let settings = Lock(Settings())
+    let events = EventBroadcaster<OfflineRequestEvent>()
+    var owner = WeakManager(nil)
+    private let state = Lock(State())
+    private let signal = LoopSignal()
+    private let origin = Date()
+    private let leaseDuration: Duration = .seconds(300)
+
+    init(name: String, store: any OfflineStore, session: Session) {
+        self.name = name
+        self.store = store
+        self.session = session
+    }
+
+    func now() -> Date { origin.addingTimeInterval(session.clock.elapsed().secondsValue) }
+
+    func storeCall<T: Sendable>(_ call: @Sendable (any OfflineStore, String) async throws -> T) async throws(BrickError) -> T {
+        do {
+            return try await call(store, name)
+        } catch let error as BrickError {
+            throw error
+        } catch {
+            throw BrickError(.storage, message: "offline request manager \(name): \(error)", underlying: error)
+        }
+    }
+
+    // MARK: - Types and payloads
+
+    private struct Envelope: Codable {
+        var kind: String
+        var request: Data
+    }
+
+    func register<Request: OfflineRequest>(_ type: Request.Type) {
+        state.withLock { $0.decoders[Request.kind] = { try JSONDecoder().decode(Request.self, from: $0) } }
+    }
+
+    private func payload(_ request: any OfflineRequest) throws(BrickError) -> Data {
+        do {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            return try encoder.encode(Envelope(kind: type(of: request).kind, request: encoder.encode(request)))
+        } catch {
+            throw BrickError(.invalidRequest, message: "cannot encode \(type(of: request).kind)", underlying: error)
+        }
+    }
+
+    /// Why a stored entry cannot be read back.
+    private struct Unreadable: Error {
+        var reason: String
+    }
+
+    private func decode(_ entry: OfflineEntry) -> Result<any OfflineRequest, Unreadable> {
+        guard let envelope = try? JSONDecoder().decode(Envelope.self, from: entry.payload) else {
+            return .failure(Unreadable(reason: "the stored entry cannot be read"))
+        }
+        guard let decoder = state.withLock({ $0.decoders[envelope.kind] }) else {
+            return .failure(Unreadable(reason: "kind \(envelope.kind.debugDescription) is not registered"))
+        }
+        do {
+            return .success(try decoder(envelope.request))
+        } catch {
+            return .failure(Unreadable(reason: "\(envelope.kind) no longer decodes: \(error)"))
+        }
+    }
+
+    // MARK: - Queueing
+
+    func queue(_ request: any OfflineRequest) async throws(BrickError) -> OfflineEntry.ID {
+        let data = try payload(request)
+        let draft = OfflineEntry.Draft(queue: name, payload: data, createdAt: now())
+        let ids = try await storeCall { store, _ in try await store.add([draft], dedupe: .reject) }
+        state.withLock { $0.outstanding += 1 }
+        updateProgress()
+        start()
+        return ids.first ?? draft.id
+    }
+
+    func pending() async throws(BrickError) -> [Pending] {
+        let entries = try await storeCall { store, queue in try await store.list(queue: queue) }
+        return entries.filter { $0.lease == nil }.compactMap { entry in
+            if case .success(let request) = decode(entry) { return Pending(entry: entry, request: request) }
+            return nil
+        }
+    }
+
+    func modifyPending(_ transform: @Sendable ([any OfflineRequest]) -> [any OfflineRequest]) async throws(BrickError) {
+        let waiting = try await pending()
+        let replacements = transform(waiting.map(\.request))
+        var drafts: [OfflineEntry.Draft] = []
+        for (index, request) in replacements.enumerated() {
+            // A replacement keeps the time its first original was queued.
+            let createdAt = waiting.indices.contains(index) ? waiting[index].entry.createdAt : now()
+            drafts.append(OfflineEntry.Draft(queue: name, payload: try payload(request), createdAt: createdAt, notBefore: now()))
+        }
+        let ids = waiting.map(\.entry.id)
+        let replacementDrafts = drafts
+        let replaced = try await storeCall { store, queue in
+            try await store.replacePending(queue: queue, ids: ids, with: replacementDrafts)
+        }
+        guard replaced else {
+            throw BrickError(.storage, message: "a pending request started or was removed meanwhile; nothing was changed")
+        }
+        await refreshOutstanding()
+        start()
+    }
+
+    func clearAll() async throws(BrickError) {
+        state.withLock { state in
+            state.generation += 1
+            state.running = [:]
+            state.completed = 0
+            state.outstanding = 0
+        }
+        try await storeCall { store, queue in try await store.removeAll(queue: queue) }
+        updateProgress()
+    }
+
+    func clearStale(olderThan age: Duration) async throws(BrickError) {
+        let limit = now().addingTimeInterval(-age.secondsValue)
+        let stale = try await storeCall { store, queue in try await store.list(queue: queue) }
+            .filter { $0.lease == nil && $0.createdAt < limit }
+        try await storeCall { store, _ in try await store.setAside(stale.map(\.id), reason: "stale", now: self.now()) }
+        await refreshOutstanding()
+    }
+
+    private func refreshOutstanding() async {
+        let count = (try? await store.count(queue: name)) ?? 0
+        state.withLock { $0.outstanding = count }
+        updateProgress()
+    }
+
+    // MARK: - The submission loop
+
+    func start() {
+        let startLoop = state.withLock { !$0.stopped && $0.loop == nil }
+        signal.wake()
+        guard startLoop else { return }
+        let loop = Task { [self] in
+            await refreshOutstanding()
+            await run()
+        }
+        let watch = Task { [self] in
+            for await _ in session.reachability.changes() {
+                if state.withLock({ $0.stopped }) { return }
+                events.emit(.connectivityChanged)
+                try? await store.clearPauses(queue: name, now: now())
+                wake()
+            }
+        }
+        state.withLock { state in
+            if state.loop == nil && !state.stopped {
+                state.loop = loop
+                state.watch = watch
+            } else {
+                loop.cancel()
+                watch.cancel()
+            }
+        }
+    }
+
+    func wake() {
+        signal.wake()
+    }
+
+    func shutdown() {
+        let tasks = state.withLock { state in
+            state.stopped = true
+            return [state.loop, state.watch].compactMap { $0 }
+        }
+        tasks.forEach { $0.cancel() }
+        signal.stop()
+        events.finish()
+    }
+
+    private var isStopped: Bool { state.withLock { $0.stopped } || Task.isCancelled }
+
+    private func run() async {
+        while !isStopped {
+            let cap = settings.withLock { $0.cap }
+            let free = cap - state.withLock { $0.running.count }
+            if free <= 0 {
+                await sleep(until: nil)
+                continue
+            }
+            var leased: [OfflineEntry] = []
+            do {
+                if cap == 1 {
+                    if let head = try await store.leaseHead(queue: name, now: now(), for: leaseDuration) { leased = [head] }
+                } else {
+                    leased = try await store.lease(queue: name, limit: free, now: now(), for: leaseDuration)
+                }
+            } catch {
+                if isStopped { return }
+                session.logger.error("offline store failed", metadata: ["manager": "\(name)", "error": "\(error)"])
+                await sleep(until: now().addingTimeInterval(settings.withLock { $0.submissionInterval }.secondsValue))
+                continue
+            }
+            if leased.isEmpty {
+                let next = state.withLock({ $0.running.isEmpty }) ? try? await store.nextDue(queue: name) : nil
+                await sleep(until: next)
+                continue
+            }
+            for entry in leased { await begin(entry) }
+        }
+    }
+
+    private func sleep(until date: Date?) async {
+        await signal.sleep(until: date?.elapsed(since: origin), on: session.clock)
+    }
+
+    // MARK: - One attempt
+
+    private func begin(_ entry: OfflineEntry) async {
+        guard let lease = entry.lease?.token else { return }
+        let request: any OfflineRequest
+        switch decode(entry) {
+        case .success(let decoded):
+            request = decoded
+        case .failure(let unreadable):
+            let reason = unreadable.reason
+            _ = try? await store.bury(entry.id, lease: lease, reason: reason, attempt: nil, countsAttempt: false)
+            finishOutstanding()
+            events.emit(.failed(entry.id, error: reason))
+            return
+        }
+        let delegate = settings.withLock { $0.delegate.value }
+        let manager = owner.value
+        if let delegate, let manager, !delegate.offlineRequestManager(manager, shouldAttempt: request) {
+            // Vetoed: stays queued, looked at again after the submission interval.
+            let later = now().addingTimeInterval(settings.withLock { $0.submissionInterval }.secondsValue)
+            let record = OfflineEntry.AttemptRecord(date: now(), status: nil, error: "not attempted (vetoed)")
+            _ = try? await store.reschedule(entry.id, lease: lease, notBefore: later, attempt: record, countsAttempt: false)
+            return
+        }
+        let limit = settings.withLock { $0.timeLimit }
+        let generation = state.withLock { state -> Int in
+            state.running[entry.id] = Running(deadline: session.clock.elapsed() + limit, generation: state.generation)
+            return state.generation
+        }
+        events.emit(.started(entry.id, kind: type(of: request).kind))
+        if let delegate, let manager { delegate.offlineRequestManager(manager, didStart: request) }
+        updateProgress()
+        Task { [self] in await perform(request, entry: entry, lease: lease, generation: generation) }
+    }
+
+    private func perform(_ request: any OfflineRequest, entry: OfflineEntry, lease: UUID, generation: Int) async {
+        let id = entry.id
+        let context = OfflineRequestContext(
+            id: id,
+            session: session,
+            onProgress: { [weak self] fraction in
+                guard let self else { return }
+                self.state.withLock { $0.running[id]?.progress = fraction }
+                self.updateProgress()
+            },
+            onHeartbeat: { [weak self] in
+                guard let self else { return }
+                let limit = self.settings.withLock { $0.timeLimit }
+                let deadline = self.session.clock.elapsed() + limit
+                self.state.withLock { $0.running[id]?.deadline = deadline }
+            }
+        )
+        let outcome = await attempt(request, context: context, id: id)
+        // An attempt abandoned by `clearAllRequests` changes nothing.
+        guard state.withLock({ $0.generation == generation }) else { return }
+        let delegate = settings.withLock { $0.delegate.value }
+        let manager = owner.value
+        switch outcome {
+        case .success:
+            _ = try? await store.complete(id, lease: lease)
+            state.withLock { state in
+                state.running[id] = nil
+                state.completed += 1
+            }
+            finishOutstanding()
+            if let delegate, let manager { delegate.offlineRequestManager(manager, didFinish: request) }
+            events.emit(.finished(id))
+        case .failure(let error) where !(error is OfflineRequestTimeout) && FailureClass.of(error) == .network:
+            let later = now().addingTimeInterval(settings.withLock { $0.submissionInterval }.secondsValue)
+            let record = OfflineEntry.AttemptRecord(date: now(), status: nil, error: "\(error)")
+            _ = try? await store.reschedule(id, lease: lease, notBefore: later, attempt: record, countsAttempt: false)
+            state.withLock { $0.running[id] = nil }
+            updateProgress()
+            events.emit(.kept(id, error: "\(error)"))
+        case .failure(let error):
+            let again =
+                !(error is OfflineRequestTimeout)
+                && (request.shouldAttemptResubmission(for: error)
+                    || (delegate.flatMap { delegate in
+                        manager.map { delegate.offlineRequestManager($0, shouldReattempt: request, after: error) }
+                    } ?? false))
+            let record = OfflineEntry.AttemptRecord(date: now(), status: nil, error: "\(error)")
+            if again {
+                _ = try? await store.reschedule(id, lease: lease, notBefore: now(), attempt: record, countsAttempt: true)
+                state.withLock { $0.running[id] = nil }
+                updateProgress()
+            } else {
+                _ = try? await store.bury(id, lease: lease, reason: "\(error)", attempt: record, countsAttempt: true)
+                state.withLock { $0.running[id] = nil }
+                finishOutstanding()
+                if let delegate, let manager { delegate.offlineRequestManager(manager, didFail: request, with: error) }
+                events.emit(.failed(id, error: "\(error)"))
+            }
+        }
+        wake()
+    }
+
+    /// Performs the request under its time limit: the first of its end and the deadline wins.
+    private func attempt(_ request: any OfflineRequest, context: OfflineRequestContext, id: OfflineEntry.ID) async
+        -> Result<Void, any Error>
+    {
+        let decided = Lock(false)
+        let handles = Lock<(work: Task<Void, Never>?, watchdog: Task<Void, Never>?)>((nil, nil))
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, any Error>, Never>) in
+            let decide: @Sendable (Result<Void, any Error>) -> Void = { result in
+                if decided.withLock({ flag in defer { flag = true }; return !flag }) { continuation.resume(returning: result) }
+            }
+            let work = Task {
+                do {
+                    try await request.perform(context)
+                    decide(.success(()))
+                } catch {
+                    decide(.failure(error))
+                }
+            }
+            let clock = session.clock
+            let watchdog = Task { [weak self] in
+                while let self, !Task.isCancelled {
+                    guard let deadline = self.state.withLock({ $0.running[id]?.deadline }) else { return }
+                    if clock.elapsed() >= deadline {
+                        work.cancel()
+                        decide(.failure(OfflineRequestTimeout()))
+                        return
+                    }
+                    do { try await clock.sleepUntilElapsed(deadline) } catch { return }
+                }
+            }
+            handles.withLock { $0 = (work, watchdog) }
+        }
+        handles.withLock { $0.watchdog }?.cancel()
+        return result
+    }
+
+    // MARK: - Progress
+
+    /// One fewer outstanding request; at zero the batch ends (progress back to 1).
+    private func finishOutstanding() {
+        state.withLock { state in
+            state.outstanding = max(0, state.outstanding - 1)
+            if state.outstanding == 0 { state.completed = 0 }
+        }
+        updateProgress()
+    }
+
+    var currentProgress: Double { state.withLock { $0.progress } }
+
+    private func updateProgress() {
+        let (changed, value) = state.withLock { state -> (Bool, Double) in
+            let value = FailureClass.progress(
+                completed: state.completed,
+                running: state.running.values.map(\.progress),
+                outstanding: state.outstanding
+            )
+            defer { state.progress = value }
+            return (value != state.progress, value)
+        }
+        guard changed else { return }
+        events.emit(.progress(value))
+        if let delegate = settings.withLock({ $0.delegate.value }), let manager = owner.value {
+            delegate.offlineRequestManager(manager, didUpdateProgress: value)
+        }
+    }
+}

@@ -1,0 +1,223 @@
+import BrickRequest
+import Foundation
+import Synchronization
+
+/// Keeps ``OfflineRequest``s on disk until they succeed or fail for a reason other than the
+/// network, performs up to ``simultaneousRequestCap`` at a time, and reports progress
+/// (OfflineRequestManager's model, on Linux).
+///
+/// ```swift
+/// let manager = try OfflineRequestManager(name: "uploads")
+/// manager.register(UploadPhoto.self)
+/// manager.simultaneousRequestCap = 1              // strictly one after another, in order
+/// try await manager.queueRequest(UploadPhoto(path: "/var/spool/photo-1.jpg"))   // returns once on disk
+/// ```
+///
+/// Rules (the seed's, made explicit):
+/// - **Order.** Requests start in the order queued. With a cap of 1 they run strictly one after
+///   another: a request kept after a network failure holds back the ones behind it. With a larger
+///   cap they overlap and finish in any order.
+/// - **Failures.** A network-class error (``FailureClass/network``) keeps the request: it is
+///   attempted again after ``submissionInterval``, or at once when reachability changes. Any other
+///   error is final — the request is set aside as a dead letter and `failed` is reported — unless
+///   the request's ``OfflineRequest/shouldAttemptResubmission(for:)`` or the delegate's
+///   `shouldReattempt` answers `true`: it is then attempted again at once.
+/// - **Time limit.** An attempt that runs past ``requestTimeLimit`` (restarted by each
+///   ``OfflineRequestContext/sendHeartbeat()``) is cancelled and fails for good with
+///   ``OfflineRequestTimeout`` (code -1, "Offline Request Timed Out"); a late completion is ignored.
+/// - **Progress.** (completed in this batch + the running requests' fractions) / (completed +
+///   outstanding); 1 when nothing is outstanding, reset to 1 when the last one ends, before its
+///   `finished` or `failed` is reported.
+/// - **Restart.** Stored requests are read back with the registered types when processing starts
+///   (``attemptSubmission()`` or the first ``queueRequest(_:)``), with the time each was first queued;
+///   one whose kind is not registered, or whose data no longer decodes, is set aside with the
+///   reason, never dropped silently.
+/// - **Crashes.** What was running when the process died is performed again (at least once).
+public final class OfflineRequestManager: Sendable {
+    /// The default manager's name: `offline_request_manager`.
+    public static let defaultName = "offline_request_manager"
+
+    private static let managers = Mutex<[String: OfflineRequestManager]>([:])
+
+    /// The manager named ``defaultName`` in the default directory, made on first use.
+    public static var `default`: OfflineRequestManager {
+        get throws { try manager(named: defaultName) }
+    }
+
+    /// The manager with this name in the default directory: one instance per name per process.
+    public static func manager(named name: String) throws -> OfflineRequestManager {
+        try managers.withLock { managers in
+            if let existing = managers[name] { return existing }
+            let made = try OfflineRequestManager(name: name)
+            managers[name] = made
+            return made
+        }
+    }
+
+    /// The manager's name (and its store's file name).
+    public let name: String
+    /// Where the requests live.
+    public let store: any OfflineStore
+    /// The session handed to requests (its clock drives time limits and pauses).
+    public let session: Session
+
+    private let core: ManagerCore
+
+    /// Opens (or creates) the manager `name`, stored in `directory/name.sqlite`.
+    ///
+    /// - Parameters:
+    ///   - name: Letters, digits, `-`, `_`, `.`.
+    ///   - directory: Default ``PersistentRequestQueue/defaultDirectory``.
+    ///   - session: Handed to each request's ``OfflineRequestContext``. Default `.shared`.
+    /// - Throws: ``OfflineStoreError`` when the store cannot be opened.
+    public convenience init(name: String, directory: URL? = nil, session: Session = .shared) throws {
+        let store = try SQLiteOfflineStore(name: name, directory: directory ?? PersistentRequestQueue.defaultDirectory)
+        self.init(name: name, store: store, session: session)
+    }
+
+    /// Creates a manager on a store of your own.
+    public init(name: String, store: any OfflineStore, session: Session = .shared) {
+        self.name = name
+        self.store = store
+        self.session = session
+        self.core = ManagerCore(name: name, store: store, session: session)
+        core.owner = WeakManager(self)
+        register(BrickEndpointRequest.self)
+    }
+
+    deinit {
+        core.shutdown()
+    }
+
+    /// Registers a request type, so that stored requests of its ``OfflineRequest/kind`` can be read
+    /// back. Register every type before processing starts.
+    public func register<Request: OfflineRequest>(_ type: Request.Type) {
+        core.register(type)
+    }
+
+    /// The most requests performed at once; 1 = strictly serial, in order. Default 10.
+    public var simultaneousRequestCap: Int {
+        get { core.settings.withLock { $0.cap } }
+        set { core.settings.withLock { $0.cap = max(1, newValue) }; core.wake() }
+    }
+
+    /// How long one attempt may run without a heartbeat. Default 120 s.
+    public var requestTimeLimit: Duration {
+        get { core.settings.withLock { $0.timeLimit } }
+        set { core.settings.withLock { $0.timeLimit = newValue } }
+    }
+
+    /// How long a request kept after a network failure (or vetoed by the delegate) waits before
+    /// it is attempted again. Default 10 s.
+    public var submissionInterval: Duration {
+        get { core.settings.withLock { $0.submissionInterval } }
+        set { core.settings.withLock { $0.submissionInterval = newValue } }
+    }
+
+    /// Decides and hears what happens; held weakly.
+    public var delegate: (any OfflineRequestManagerDelegate)? {
+        get { core.settings.withLock { $0.delegate.value } }
+        set { core.settings.withLock { $0.delegate = WeakDelegate(newValue) } }
+    }
+
+    /// Queues a request; returns once it is on disk, and starts processing.
+    ///
+    /// - Throws: ``BrickError/Code/storage`` when it cannot be stored, ``BrickError/Code/invalidRequest``
+    ///   when it cannot be encoded.
+    @discardableResult
+    public func queueRequest<Request: OfflineRequest>(_ request: Request) async throws(BrickError) -> OfflineEntry.ID {
+        try await core.queue(request)
+    }
+
+    /// Queues a brick endpoint, rendered now with this manager's session (credentials refused, as
+    /// by ``PersistentRequestQueue``); performing it succeeds on a 2xx.
+    @discardableResult
+    public func queueRequest(_ endpoint: some RequestType) async throws(BrickError) -> OfflineEntry.ID {
+        let stored = try StoredRequest(try session.renderForStorage(endpoint), sensitiveHeaders: [])
+        return try await core.queue(BrickEndpointRequest(stored: stored, idempotencyKey: UUID().uuidString))
+    }
+
+    /// Starts processing now (it also starts with the first ``queueRequest(_:)``): fills the free slots.
+    public func attemptSubmission() {
+        core.start()
+    }
+
+    /// The overall progress, 0 to 1 (1 when idle).
+    public var progress: Double { core.currentProgress }
+
+    /// What happens, as it happens. Events before the first subscriber are kept for it (the last 1,000).
+    public var events: AsyncStream<OfflineRequestEvent> { core.events.stream() }
+
+    /// Requests not yet finished (running ones included).
+    public var totalRequestCount: Int {
+        get async { (try? await store.count(queue: name)) ?? 0 }
+    }
+
+    /// The requests waiting (not running), in order, as their types read them back.
+    public func pendingRequests() async throws(BrickError) -> [any OfflineRequest] {
+        try await core.pending().map(\.request)
+    }
+
+    /// Lets you rewrite the waiting requests (merge several into one, batch them): `transform`
+    /// gets them in order and returns their replacements, which take their place in the queue.
+    /// Running requests are not included and stay ahead.
+    public func modifyPendingRequests(
+        _ transform: @Sendable ([any OfflineRequest]) -> [any OfflineRequest]
+    ) async throws(BrickError) {
+        try await core.modifyPending(transform)
+    }
+
+    /// Drops every request: running ones are abandoned (their late completions ignored); counts
+    /// and progress start over.
+    public func clearAllRequests() async throws(BrickError) {
+        try await core.clearAll()
+    }
+
+    /// Sets aside (as dead letters) waiting requests first queued longer ago than `age`.
+    /// Default 12 h, as the seed.
+    public func clearStaleRequests(olderThan age: Duration = .seconds(12 * 3600)) async throws(BrickError) {
+        try await core.clearStale(olderThan: age)
+    }
+
+    /// Requests that failed for good, with their reasons.
+    public func deadLetters() async throws(BrickError) -> [OfflineEntry] {
+        try await core.storeCall { store, queue in try await store.deadLetters(queue: queue) }
+    }
+}
+
+/// A brick endpoint queued with ``OfflineRequestManager/queueRequest(_:)-(RequestType)``: its
+/// rendered request, sent through the context's session transport; succeeds on a 2xx.
+struct BrickEndpointRequest: OfflineRequest {
+    static let kind = "brickrequest.endpoint"
+    let stored: StoredRequest
+    let idempotencyKey: String
+
+    func perform(_ context: OfflineRequestContext) async throws {
+        let request = try stored.transportRequest(idempotencyKey: idempotencyKey, credential: [:])
+        let response: TransportResponse
+        do {
+            response = try await context.session.transport.send(request)
+        } catch {
+            throw BrickError.transport(error)
+        }
+        guard (200..<300).contains(response.status.code) else {
+            throw BrickError(
+                .unacceptableStatusCode,
+                message: "status \(response.status.code)",
+                status: response.status
+            )
+        }
+    }
+}
+
+/// A weak reference to a delegate, so settings stay `Sendable`.
+struct WeakDelegate: Sendable {
+    private(set) weak var value: (any OfflineRequestManagerDelegate)?
+    init(_ value: (any OfflineRequestManagerDelegate)?) { self.value = value }
+}
+
+/// A weak reference to the manager, for the delegate calls.
+struct WeakManager: Sendable {
+    private(set) weak var value: OfflineRequestManager?
+    init(_ value: OfflineRequestManager?) { self.value = value }
+}

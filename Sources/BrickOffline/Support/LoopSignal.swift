@@ -1,0 +1,118 @@
+import BrickRequest
+import Foundation
+import Synchronization
+
+/// Hands events to every subscriber; keeps the last 1,000 for the first one while there is none.
+final class EventBroadcaster<Event: Sendable>: Sendable {
+    private struct State {
+        var subscribers: [UUID: AsyncStream<Event>.Continuation] = [:]
+        var backlog: [Event] = []
+        var finished = false
+    }
+
+    private let state = Lock(State())
+
+    func stream() -> AsyncStream<Event> {
+        let (stream, continuation) = AsyncStream<Event>.makeStream(bufferingPolicy: .bufferingNewest(1000))
+        let id = UUID()
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        let backlog = state.withLock { state -> [Event]? in
+            if state.finished { return nil }
+            state.subscribers[id] = continuation
+            defer { state.backlog = [] }
+            return state.backlog
+        }
+        guard let backlog else {
+            continuation.finish()
+            return stream
+        }
+        backlog.forEach { continuation.yield($0) }
+        return stream
+    }
+
+    func emit(_ event: Event) {
+        let subscribers = state.withLock { state -> [AsyncStream<Event>.Continuation] in
+            if state.subscribers.isEmpty && !state.finished {
+                state.backlog.append(event)
+                if state.backlog.count > 1000 { state.backlog.removeFirst(state.backlog.count - 1000) }
+            }
+            return Array(state.subscribers.values)
+        }
+        subscribers.forEach { $0.yield(event) }
+    }
+
+    func finish() {
+        let subscribers = state.withLock { state in
+            state.finished = true
+            defer { state.subscribers = [:] }
+            return Array(state.subscribers.values)
+        }
+        subscribers.forEach { $0.finish() }
+    }
+}
+
+/// How a processing loop sleeps and is woken: a wake-up that comes while the loop is busy is kept
+/// for its next sleep, so none is lost; a sleep can also end at a deadline on the session's clock.
+final class LoopSignal: Sendable {
+    private struct State {
+        var sleeper: CheckedContinuation<Void, Never>?
+        var pending = false
+        var stopped = false
+    }
+
+    private let state = Lock(State())
+
+    /// Ends the current sleep, or the next one at once.
+    func wake() {
+        let sleeper = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            defer { state.sleeper = nil }
+            if state.sleeper == nil { state.pending = true }
+            return state.sleeper
+        }
+        sleeper?.resume()
+    }
+
+    /// Ends every sleep from now on.
+    func stop() {
+        let sleeper = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.stopped = true
+            defer { state.sleeper = nil }
+            return state.sleeper
+        }
+        sleeper?.resume()
+    }
+
+    var isStopped: Bool { state.withLock { $0.stopped } }
+
+    /// Sleeps until woken, or until the clock's elapsed time reaches `deadline` (`nil`: no deadline).
+    func sleep(until deadline: Duration?, on clock: SessionClock) async {
+        if let deadline, clock.elapsed() >= deadline { return }
+        let timer: Task<Void, Never>? = deadline.map { deadline in
+            Task { [weak self] in
+                do { try await clock.sleepUntilElapsed(deadline) } catch { return }
+                self?.wake()
+            }
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.pending || state.stopped {
+                    state.pending = false
+                    return true
+                }
+                state.sleeper = continuation
+                return false
+            }
+            if now { continuation.resume() }
+        }
+        timer?.cancel()
+    }
+}
+
+extension Date {
+    /// This date as a deadline on a clock that started at `origin`.
+    func elapsed(since origin: Date) -> Duration {
+        .seconds(min(timeIntervalSince(origin), 1e12))
+    }
+}

@@ -1,0 +1,304 @@
+import BrickOffline
+import BrickRequest
+import BrickTestServer
+import BrickTesting
+import Foundation
+import Synchronization
+import Testing
+
+/// How each named mock behaves and what it did: shared, since requests are values read back from disk.
+final class MockBoard: Sendable {
+    struct Behaviour {
+        var error: (any Error)?
+        var fixOnResubmission = false
+        var stalled = false
+        var performed = 0
+    }
+    private let behaviours = Mutex<[String: Behaviour]>([:])
+    func set(_ name: String, _ change: (inout Behaviour) -> Void) {
+        behaviours.withLock { change(&$0[name, default: Behaviour()]) }
+    }
+    func get(_ name: String) -> Behaviour { behaviours.withLock { $0[name, default: Behaviour()] } }
+}
+
+struct TestFailure: Error, Equatable { var domain = "test"; var code = -1 }
+
+/// The seed's MockRequest: reports progress in steps of 0.2 every millisecond, then completes
+/// with its board's error (if any); a stalled one never completes.
+struct MockRequest: OfflineRequest {
+    static let kind = "test.mock"
+    nonisolated(unsafe) static var board = MockBoard()
+    var name: String
+    var board: MockBoard { Self.board }
+
+    func perform(_ context: OfflineRequestContext) async throws {
+        board.set(name) { $0.performed += 1 }
+        if board.get(name).stalled {
+            try await Task.sleep(for: .seconds(3600))
+        }
+        for step in 1...5 {
+            try await Task.sleep(for: .milliseconds(1))
+            context.updateProgress(Double(step) * 0.2)
+        }
+        if let error = board.get(name).error { throw error }
+    }
+
+    func shouldAttemptResubmission(for error: any Error) -> Bool {
+        guard board.get(name).fixOnResubmission else { return false }
+        board.set(name) { $0.error = nil }
+        return true
+    }
+}
+
+/// A delegate that records what it hears and can veto or fix.
+final class Listener: OfflineRequestManagerDelegate {
+    let log = Mutex<[String]>([])
+    let vetoes = Mutex(false)
+    let fixer = Mutex<(@Sendable (MockRequest) -> Bool)?>(nil)
+    func offlineRequestManager(_ manager: OfflineRequestManager, shouldAttempt request: any OfflineRequest) -> Bool {
+        !vetoes.withLock { $0 }
+    }
+    func offlineRequestManager(_ manager: OfflineRequestManager, shouldReattempt request: any OfflineRequest, after error: any Error) -> Bool {
+        guard let mock = request as? MockRequest, let fixer = fixer.withLock({ $0 }) else { return false }
+        return fixer(mock)
+    }
+    func offlineRequestManager(_ manager: OfflineRequestManager, didStart request: any OfflineRequest) {
+        log.withLock { $0.append("started \((request as? MockRequest)?.name ?? "?") at \(manager.progress)") }
+    }
+    func offlineRequestManager(_ manager: OfflineRequestManager, didFinish request: any OfflineRequest) {
+        log.withLock { $0.append("finished \((request as? MockRequest)?.name ?? "?") at \(manager.progress)") }
+    }
+    func offlineRequestManager(_ manager: OfflineRequestManager, didFail request: any OfflineRequest, with error: any Error) {
+        log.withLock { $0.append("failed \((request as? MockRequest)?.name ?? "?") at \(manager.progress): \(error)") }
+    }
+}
+
+@Suite("OfflineRequestManager: the seed's scenarios, on a store on disk", .serialized)
+struct OfflineRequestManagerTests {
+    static func manager(_ directory: URL, cap: Int = 1, session: Session = session(clock: ManualClock())) throws -> OfflineRequestManager {
+        let manager = try OfflineRequestManager(name: "test_manager", directory: directory, session: Session(reachability: ManualReachability()))
+        manager.register(MockRequest.self)
+        manager.simultaneousRequestCap = cap
+        return manager
+    }
+
+    @Test("O1: queued requests are read back by a new manager, in order, with the time they were queued")
+    func persistence() async throws {
+        try await withDirectory { directory in
+            MockRequest.board = MockBoard()
+            let listener = Listener()
+            listener.vetoes.withLock { $0 = true }
+            var queuedAt: [Date] = []
+            do {
+                let manager = try Self.manager(directory)
+                manager.delegate = listener
+                try await manager.queueRequest(MockRequest(name: "one"))
+                try await manager.queueRequest(MockRequest(name: "two"))
+                queuedAt = try await manager.store.list(queue: "test_manager").map(\.createdAt)
+            }
+            try await Task.sleep(for: .milliseconds(50))
+            let reopened = try Self.manager(directory)
+            #expect(await reopened.totalRequestCount == 2)
+            let pending = try await reopened.pendingRequests()
+            #expect(pending.compactMap { ($0 as? MockRequest)?.name } == ["one", "two"])
+            #expect(try await reopened.store.list(queue: "test_manager").map(\.createdAt) == queuedAt)
+        }
+    }
+
+    @Test("O2–O5: progress is 0 at the start, steps with the request (0.2 … 1.0), and 1 at the finish")
+    func lifecycleAndProgress() async throws {
+        try await withDirectory { directory in
+            MockRequest.board = MockBoard()
+            let manager = try Self.manager(directory)
+            let listener = Listener()
+            manager.delegate = listener
+            let events = manager.events
+            #expect(manager.progress == 1)
+            try await manager.queueRequest(MockRequest(name: "single"))
+            var progress: [Double] = []
+            for await event in events {
+                if case .progress(let value) = event { progress.append(value) }
+                if case .finished = event { break }
+            }
+            #expect(progress.map { ($0 * 10).rounded() / 10 } == [0, 0.2, 0.4, 0.6, 0.8, 1.0])
+            #expect(listener.log.withLock { $0 } == ["started single at 0.0", "finished single at 1.0"])
+        }
+    }
+
+    @Test("O4 + O8: a failure that is not network-class is reported once, with its error, and not retried")
+    func failure() async throws {
+        try await withDirectory { directory in
+            MockRequest.board = MockBoard()
+            MockRequest.board.set("bad") { $0.error = TestFailure() }
+            let manager = try Self.manager(directory)
+            let listener = Listener()
+            manager.delegate = listener
+            let events = manager.events
+            try await manager.queueRequest(MockRequest(name: "bad"))
+            for await event in events { if case .failed = event { break } }
+            #expect(listener.log.withLock { $0.last } == "failed bad at 1.0: TestFailure(domain: \"test\", code: -1)")
+            #expect(MockRequest.board.get("bad").performed == 1)
+            #expect(try await manager.deadLetters().count == 1)
+            #expect(await manager.totalRequestCount == 0)
+        }
+    }
+
+    @Test("O9 + O10: a request or the delegate that fixes the error gets another attempt, which finishes")
+    func resubmission() async throws {
+        try await withDirectory { directory in
+            MockRequest.board = MockBoard()
+            MockRequest.board.set("self-fixing") {
+                $0.error = TestFailure()
+                $0.fixOnResubmission = true
+            }
+            MockRequest.board.set("fixed-by-delegate") { $0.error = TestFailure() }
+            let manager = try Self.manager(directory)
+            let listener = Listener()
+            listener.fixer.withLock {
+                $0 = { request in
+                    guard MockRequest.board.get(request.name).error != nil else { return false }
+                    MockRequest.board.set(request.name) { $0.error = nil }
+                    return true
+                }
+            }
+            manager.delegate = listener
+            let events = manager.events
+            try await manager.queueRequest(MockRequest(name: "self-fixing"))
+            try await manager.queueRequest(MockRequest(name: "fixed-by-delegate"))
+            var finished = 0
+            for await event in events {
+                if case .finished = event { finished += 1 }
+                if finished == 2 { break }
+            }
+            #expect(MockRequest.board.get("self-fixing").performed == 2)
+            #expect(MockRequest.board.get("fixed-by-delegate").performed == 2)
+            #expect(try await manager.deadLetters().isEmpty)
+        }
+    }
+
+    @Test("O6: 5 + 5 requests queued from two tasks at once all finish")
+    func concurrentQueueing() async throws {
+        try await withDirectory { directory in
+            MockRequest.board = MockBoard()
+            let manager = try Self.manager(directory)
+            let events = manager.events
+            await withThrowingTaskGroup(of: Void.self) { group in
+                for side in ["a", "b"] {
+                    group.addTask {
+                        for index in 0..<5 { try await manager.queueRequest(MockRequest(name: "\(side)\(index)")) }
+                    }
+                }
+            }
+            var finished = 0
+            for await event in events {
+                if case .finished = event { finished += 1 }
+                if finished == 10 { break }
+            }
+            #expect(finished == 10)
+            #expect(manager.progress == 1)
+        }
+    }
+
+    @Test("O11: an attempt past the time limit is killed and fails with code -1, \"Offline Request Timed Out\"")
+    func timeLimit() async throws {
+        try await withDirectory { directory in
+            MockRequest.board = MockBoard()
+            MockRequest.board.set("stalled") { $0.stalled = true }
+            let manager = try OfflineRequestManager(name: "timeouts", directory: directory, session: Session(reachability: ManualReachability()))
+            manager.register(MockRequest.self)
+            manager.requestTimeLimit = .milliseconds(300)
+            let listener = Listener()
+            manager.delegate = listener
+            let events = manager.events
+            let started = ContinuousClock.now
+            try await manager.queueRequest(MockRequest(name: "stalled"))
+            for await event in events { if case .failed = event { break } }
+            #expect(ContinuousClock.now - started < .seconds(2))
+            #expect(listener.log.withLock { $0.last } == "failed stalled at 1.0: Offline Request Timed Out")
+        }
+    }
+
+    @Test("O12: pending requests can be merged while one runs; the running one stays ahead")
+    func modifyPending() async throws {
+        try await withDirectory { directory in
+            MockRequest.board = MockBoard()
+            MockRequest.board.set("request1") { $0.stalled = true }
+            let manager = try Self.manager(directory)
+            let events = manager.events
+            for name in ["request1", "request2", "request3"] { try await manager.queueRequest(MockRequest(name: name)) }
+            for await event in events { if case .started = event { break } }
+            let seen = Mutex<[String]>([])
+            try await manager.modifyPendingRequests { pending in
+                let names = pending.compactMap { ($0 as? MockRequest)?.name }
+                seen.withLock { $0 = names }
+                return [MockRequest(name: names.joined(separator: " + "))]
+            }
+            #expect(seen.withLock { $0 } == ["request2", "request3"])
+            #expect(await manager.totalRequestCount == 2)
+            #expect(try await manager.pendingRequests().compactMap { ($0 as? MockRequest)?.name } == ["request2 + request3"])
+            try await manager.clearAllRequests()
+            #expect(await manager.totalRequestCount == 0)
+            #expect(manager.progress == 1)
+        }
+    }
+
+    @Test("a network-class failure keeps the request; with a cap of 1 it holds the others back until it succeeds")
+    func networkFailureKeeps() async throws {
+        try await withDirectory { directory in
+            MockRequest.board = MockBoard()
+            MockRequest.board.set("offline") { $0.error = BrickError.notConnected }
+            let clock = ManualClock()
+            let manager = try OfflineRequestManager(
+                name: "keeps",
+                directory: directory,
+                session: Session(reachability: ManualReachability(), clock: clock)
+            )
+            manager.register(MockRequest.self)
+            manager.simultaneousRequestCap = 1
+            let events = manager.events
+            try await manager.queueRequest(MockRequest(name: "offline"))
+            try await manager.queueRequest(MockRequest(name: "behind"))
+            for await event in events { if case .kept = event { break } }
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(MockRequest.board.get("behind").performed == 0)
+            MockRequest.board.set("offline") { $0.error = nil }
+            clock.advance(by: .seconds(11))
+            var finished = 0
+            for await event in events {
+                if case .finished = event { finished += 1 }
+                if finished == 2 { break }
+            }
+            #expect(MockRequest.board.get("offline").performed == 2)
+            #expect(MockRequest.board.get("behind").performed == 1)
+        }
+    }
+
+    @Test("a stored request whose kind is not registered is set aside with the reason; a brick endpoint is delivered")
+    func unregisteredAndEndpoint() async throws {
+        try await withServer { server in
+            try await withDirectory { directory in
+                do {
+                    let first = try OfflineRequestManager(name: "kinds", directory: directory, session: Session(reachability: ManualReachability()))
+                    first.register(MockRequest.self)
+                    let listener = Listener()
+                    listener.vetoes.withLock { $0 = true }
+                    first.delegate = listener
+                    try await first.queueRequest(MockRequest(name: "orphan"))
+                }
+                try await Task.sleep(for: .milliseconds(50))
+                let manager = try OfflineRequestManager(name: "kinds", directory: directory, session: Session(reachability: ManualReachability()))
+                let events = manager.events
+                try await manager.queueRequest(RecordSale(server.baseURL + "/post", amount: 5))
+                var outcomes: [String] = []
+                for await event in events {
+                    if case .failed(_, let error) = event { outcomes.append("failed: \(error)") }
+                    if case .finished = event { outcomes.append("finished") }
+                    if outcomes.count == 2 { break }
+                }
+                #expect(outcomes.sorted() == ["failed: kind \"test.mock\" is not registered", "finished"])
+                #expect(server.requests(path: "/post").count == 1)
+                #expect(try await manager.deadLetters().first?.deadLetter?.reason == "kind \"test.mock\" is not registered")
+            }
+        }
+    }
+}
