@@ -325,6 +325,31 @@ struct PersistentRequestQueueTests {
         }
     }
 
+    @Test("counts streams the pending count as it changes")
+    func counts() async throws {
+        try await withDirectory { directory in
+            let queue = try PersistentRequestQueue(
+                name: "tasks",
+                directory: directory,
+                session: session(),
+                retryInterval: .seconds(3600)
+            )
+            let seen = Mutex<[Int]>([])
+            let counts = queue.counts
+            let reader = Task { for await count in counts { seen.withLock { $0.append(count) } } }
+            await eventually { !seen.withLock { $0.isEmpty } }
+            let url = "http://127.0.0.1:\(closedPort())/post"
+            try await queue.add(RecordSale(url, amount: 1), options: .init(notBefore: .distantFuture))
+            try await queue.add(RecordSale(url, amount: 2), options: .init(notBefore: .distantFuture))
+            await eventually { seen.withLock { $0.last } == 2 }
+            try await queue.removeAll()
+            await eventually { seen.withLock { $0.last } == 0 }
+            reader.cancel()
+            #expect(seen.withLock { $0.first } == 0)
+            #expect(seen.withLock { $0 }.contains(1))
+        }
+    }
+
     @Test("a scheduled entry waits for its notBefore")
     func scheduled() async throws {
         try await withServer { server in
