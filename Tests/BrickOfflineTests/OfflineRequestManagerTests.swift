@@ -14,7 +14,7 @@ final class MockBoard: Sendable {
         var stalled = false
         var performed = 0
     }
-    private let behaviours = Mutex<[String: Behaviour]>([:])
+    private let behaviours = Lock<[String: Behaviour]>([:])
     func set(_ name: String, _ change: (inout Behaviour) -> Void) {
         behaviours.withLock { change(&$0[name, default: Behaviour()]) }
     }
@@ -52,9 +52,9 @@ struct MockRequest: OfflineRequest {
 
 /// A delegate that records what it hears and can veto or fix.
 final class Listener: OfflineRequestManagerDelegate {
-    let log = Mutex<[String]>([])
-    let vetoes = Mutex(false)
-    let fixer = Mutex<(@Sendable (MockRequest) -> Bool)?>(nil)
+    let log = Lock<[String]>([])
+    let vetoes = Lock(false)
+    let fixer = Lock<(@Sendable (MockRequest) -> Bool)?>(nil)
     func offlineRequestManager(_ manager: OfflineRequestManager, shouldAttempt request: any OfflineRequest) -> Bool {
         !vetoes.withLock { $0 }
     }
@@ -227,7 +227,7 @@ struct OfflineRequestManagerTests {
             let events = manager.events
             for name in ["request1", "request2", "request3"] { try await manager.queueRequest(MockRequest(name: name)) }
             for await event in events { if case .started = event { break } }
-            let seen = Mutex<[String]>([])
+            let seen = Lock<[String]>([])
             try await manager.modifyPendingRequests { pending in
                 let names = pending.compactMap { ($0 as? MockRequest)?.name }
                 seen.withLock { $0 = names }

@@ -14,7 +14,7 @@ struct PersistentRequestQueueTests {
         try await withServer { server in
             try await withDirectory { directory in
                 let queue = try PersistentRequestQueue(name: "tasks", directory: directory, session: session())
-                let delivered = Mutex<TransportResponse?>(nil)
+                let delivered = Lock<TransportResponse?>(nil)
                 let id = try await queue.add(RecordSale(server.baseURL + "/post", amount: 12)) { result in
                     delivered.withLock { $0 = try? result.get() }
                 }
@@ -202,7 +202,7 @@ struct PersistentRequestQueueTests {
                     retryInterval: .seconds(1)
                 )
                 server.script("/anything/flaky", [.status(503), .status(503)])
-                let failure = Mutex<BrickError?>(nil)
+                let failure = Lock<BrickError?>(nil)
                 let id = try await queue.add(
                     RecordSale(server.baseURL + "/anything/flaky", amount: 1),
                     options: .init(maxAttempts: 2)
@@ -334,7 +334,7 @@ struct PersistentRequestQueueTests {
                 session: session(),
                 retryInterval: .seconds(3600)
             )
-            let seen = Mutex<[Int]>([])
+            let seen = Lock<[Int]>([])
             let counts = queue.counts
             let reader = Task { for await count in counts { seen.withLock { $0.append(count) } } }
             await eventually { !seen.withLock { $0.isEmpty } }
@@ -372,7 +372,7 @@ struct PersistentRequestQueueTests {
 
 /// A token that changes with each refresh.
 final class Token: CredentialProvider {
-    private let generation = Mutex(1)
+    private let generation = Lock(1)
     func authorizationHeaders() async throws -> [String: String] {
         ["Authorization": "Bearer s3cret-\(generation.withLock { $0 })"]
     }

@@ -5,7 +5,7 @@ import Synchronization
 
 /// The engine of an ``OfflineRequestManager``: the submission loop, the running attempts with
 /// their time limits, the batch's counts and progress.
-final class ManagerCore: @unchecked Sendable {  // `owner` is set once, right after init, before any use
+final class ManagerCore: Sendable {
     struct Settings {
         var cap = 10
         var timeLimit: Duration = .seconds(120)
@@ -23,6 +23,8 @@ final class ManagerCore: @unchecked Sendable {  // `owner` is set once, right af
         var progress: Double = 0
         var deadline: Duration
         var generation: Int
+        /// The task performing the request, once it runs.
+        var work: Task<Void, Never>?
     }
 
     private struct State {
@@ -32,6 +34,8 @@ final class ManagerCore: @unchecked Sendable {  // `owner` is set once, right af
         var running: [OfflineEntry.ID: Running] = [:]
         var completed = 0
         var outstanding = 0
+        /// Whether `outstanding` holds the store's count yet (read once, before this process adds).
+        var outstandingLoaded = false
         var progress: Double = 1
         /// Bumped by `clearAll`: attempts of an older generation are ignored when they end.
         var generation = 0
@@ -43,7 +47,9 @@ final class ManagerCore: @unchecked Sendable {  // `owner` is set once, right af
     let session: Session
     let settings = Lock(Settings())
     let events = EventBroadcaster<OfflineRequestEvent>()
-    var owner = WeakManager(nil)
+    /// The public manager, for the delegate's calls (set right after it is made).
+    let ownerBox = Lock(WeakManager(nil))
+    var owner: WeakManager { ownerBox.withLock { $0 } }
     private let state = Lock(State())
     private let signal = LoopSignal()
     private let origin = Date()
@@ -110,6 +116,7 @@ final class ManagerCore: @unchecked Sendable {  // `owner` is set once, right af
     // MARK: - Queueing
 
     func queue(_ request: any OfflineRequest) async throws(BrickError) -> OfflineEntry.ID {
+        await loadOutstanding()
         let data = try payload(request)
         let draft = OfflineEntry.Draft(queue: name, payload: data, createdAt: now())
         let ids = try await storeCall { store, _ in try await store.add([draft], dedupe: .reject) }
@@ -144,17 +151,21 @@ final class ManagerCore: @unchecked Sendable {  // `owner` is set once, right af
         guard replaced else {
             throw BrickError(.storage, message: "a pending request started or was removed meanwhile; nothing was changed")
         }
-        await refreshOutstanding()
+        state.withLock { $0.outstanding = max(0, $0.outstanding + replacementDrafts.count - ids.count) }
+        updateProgress()
         start()
     }
 
     func clearAll() async throws(BrickError) {
-        state.withLock { state in
+        let abandoned = state.withLock { state -> [Task<Void, Never>] in
             state.generation += 1
-            state.running = [:]
+            defer { state.running = [:] }
             state.completed = 0
             state.outstanding = 0
+            return state.running.values.compactMap(\.work)
         }
+        // Abandoned: told to stop, and whatever they end with is ignored.
+        abandoned.forEach { $0.cancel() }
         try await storeCall { store, queue in try await store.removeAll(queue: queue) }
         updateProgress()
     }
@@ -164,12 +175,20 @@ final class ManagerCore: @unchecked Sendable {  // `owner` is set once, right af
         let stale = try await storeCall { store, queue in try await store.list(queue: queue) }
             .filter { $0.lease == nil && $0.createdAt < limit }
         try await storeCall { store, _ in try await store.setAside(stale.map(\.id), reason: "stale", now: self.now()) }
-        await refreshOutstanding()
+        state.withLock { $0.outstanding = max(0, $0.outstanding - stale.count) }
+        updateProgress()
     }
 
-    private func refreshOutstanding() async {
+    /// Reads the store's count into `outstanding` once, before this process adds anything (every
+    /// add waits for it), so that no entry is counted twice; from then on, adds and ends count.
+    private func loadOutstanding() async {
+        guard !state.withLock({ $0.outstandingLoaded }) else { return }
         let count = (try? await store.count(queue: name)) ?? 0
-        state.withLock { $0.outstanding = count }
+        state.withLock { state in
+            guard !state.outstandingLoaded else { return }
+            state.outstandingLoaded = true
+            state.outstanding = count
+        }
         updateProgress()
     }
 
@@ -180,7 +199,7 @@ final class ManagerCore: @unchecked Sendable {  // `owner` is set once, right af
         signal.wake()
         guard startLoop else { return }
         let loop = Task { [self] in
-            await refreshOutstanding()
+            await loadOutstanding()
             await run()
         }
         let watch = Task { [self] in
@@ -372,14 +391,16 @@ final class ManagerCore: @unchecked Sendable {  // `owner` is set once, right af
                 while let self, !Task.isCancelled {
                     guard let deadline = self.state.withLock({ $0.running[id]?.deadline }) else { return }
                     if clock.elapsed() >= deadline {
-                        work.cancel()
+                        // Decided first: the cancelled work's own error must not win the race.
                         decide(.failure(OfflineRequestTimeout()))
+                        work.cancel()
                         return
                     }
                     do { try await clock.sleepUntilElapsed(deadline) } catch { return }
                 }
             }
             handles.withLock { $0 = (work, watchdog) }
+            state.withLock { $0.running[id]?.work = work }
         }
         handles.withLock { $0.watchdog }?.cancel()
         return result

@@ -37,7 +37,7 @@ public final class OfflineRequestManager: Sendable {
     /// The default manager's name: `offline_request_manager`.
     public static let defaultName = "offline_request_manager"
 
-    private static let managers = Mutex<[String: OfflineRequestManager]>([:])
+    private static let managers = Lock<[String: OfflineRequestManager]>([:])
 
     /// The manager named ``defaultName`` in the default directory, made on first use.
     public static var `default`: OfflineRequestManager {
@@ -81,7 +81,7 @@ public final class OfflineRequestManager: Sendable {
         self.store = store
         self.session = session
         self.core = ManagerCore(name: name, store: store, session: session)
-        core.owner = WeakManager(self)
+        core.ownerBox.withLock { $0 = WeakManager(self) }
         register(BrickEndpointRequest.self)
     }
 
@@ -167,8 +167,8 @@ public final class OfflineRequestManager: Sendable {
         try await core.modifyPending(transform)
     }
 
-    /// Drops every request: running ones are abandoned (their late completions ignored); counts
-    /// and progress start over.
+    /// Drops every request: running ones are cancelled and abandoned (whatever they end with is
+    /// ignored); counts and progress start over.
     public func clearAllRequests() async throws(BrickError) {
         try await core.clearAll()
     }

@@ -93,5 +93,5 @@ struct BackpressureTests {
 
 /// What a paced stream saw, and whether it keeps pausing.
 final class Counts: Sendable {
-    let state = Mutex((bytes: 0, pieces: 0, pausing: true))
+    let state = Lock((bytes: 0, pieces: 0, pausing: true))
 }

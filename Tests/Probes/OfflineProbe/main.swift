@@ -90,7 +90,7 @@ default:
 
 /// A number handed out once each, to several tasks.
 final class Counter: Sendable {
-    private let value: Mutex<Int>
-    init(start: Int) { value = Mutex(start) }
+    private let value: Lock<Int>
+    init(start: Int) { value = Lock(start) }
     func take() -> Int { value.withLock { value in defer { value += 1 }; return value } }
 }
