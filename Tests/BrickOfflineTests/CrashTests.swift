@@ -6,7 +6,7 @@ import Testing
 
 /// Durability against `kill -9`, with real processes: `brick-offline-probe` adds or drains a
 /// queue and is killed with SIGKILL at random moments; the test then opens the store itself.
-@Suite("Offline queue under kill -9, in processes of their own", .serialized)
+@Suite("Offline queue under kill -9, in processes of their own", .serialized, .timeLimit(.minutes(5)))
 struct CrashTests {
     static var probePath: String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)

@@ -73,7 +73,7 @@ final class Listener: OfflineRequestManagerDelegate {
     }
 }
 
-@Suite("OfflineRequestManager: the seed's scenarios, on a store on disk", .serialized)
+@Suite("OfflineRequestManager: the seed's scenarios, on a store on disk", .serialized, .timeLimit(.minutes(1)))
 struct OfflineRequestManagerTests {
     static func manager(_ directory: URL, cap: Int = 1, session: Session = session(clock: ManualClock())) throws -> OfflineRequestManager {
         let manager = try OfflineRequestManager(name: "test_manager", directory: directory, session: Session(reachability: ManualReachability()))

@@ -7,7 +7,7 @@ import GRDB
 import Synchronization
 import Testing
 
-@Suite("PersistentRequestQueue against a real server and a store on disk")
+@Suite("PersistentRequestQueue against a real server and a store on disk", .timeLimit(.minutes(1)))
 struct PersistentRequestQueueTests {
     @Test("P1: a single request is delivered with its 200 and the queue empties")
     func single() async throws {
@@ -89,9 +89,14 @@ struct PersistentRequestQueueTests {
                     retryInterval: .seconds(30)
                 )
                 server.script("/anything/a", [.status(500)])
+                var events = queue.events.makeAsyncIterator()
                 try await queue.add(RecordSale(server.baseURL + "/anything/a", amount: 1))
-                await eventually { server.requests(path: "/anything/a").count == 1 }
-                await eventually { clock.waiterCount >= 1 }
+                // Paused: its pause runs from now on the manual clock.
+                guard case .paused? = await events.next() else {
+                    Issue.record("no pause")
+                    return
+                }
+                #expect(server.requests(path: "/anything/a").count == 1)
                 // Asking again before the pause ends sends nothing.
                 queue.startProcessing()
                 clock.advance(by: .seconds(29))
@@ -203,14 +208,18 @@ struct PersistentRequestQueueTests {
                 )
                 server.script("/anything/flaky", [.status(503), .status(503)])
                 let failure = Lock<BrickError?>(nil)
+                var events = queue.events.makeAsyncIterator()
                 let id = try await queue.add(
                     RecordSale(server.baseURL + "/anything/flaky", amount: 1),
                     options: .init(maxAttempts: 2)
                 ) { result in
                     if case .failure(let error) = result { failure.withLock { $0 = error } }
                 }
-                await eventually { server.requests(path: "/anything/flaky").count == 1 }
-                await eventually { clock.waiterCount >= 1 }
+                guard case .paused? = await events.next() else {
+                    Issue.record("no pause")
+                    return
+                }
+                #expect(server.requests(path: "/anything/flaky").count == 1)
                 clock.advance(by: .seconds(2))
                 await queue.waitUntilEmpty()
                 let dead = try await queue.deadLetters()

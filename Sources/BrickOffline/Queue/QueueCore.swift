@@ -202,9 +202,10 @@ final class QueueCore: Sendable {
             return
         }
         // Keep the lease while the request runs (it matters to stores shared by several workers).
+        // On real time: a test's manual clock must see only the queue's own pauses.
         let keeper = Task { [store, leaseDuration, self] in
             while !Task.isCancelled {
-                do { try await session.clock.sleep(leaseDuration / 3) } catch { return }
+                do { try await Task.sleep(for: leaseDuration / 3) } catch { return }
                 _ = try? await store.extend(entry.id, lease: lease, until: self.now().addingTimeInterval(leaseDuration.secondsValue))
             }
         }
