@@ -187,6 +187,9 @@ public final class BrickTestServer: Sendable {
     /// How many connections are open right now.
     public var openConnectionCount: Int { state.snapshot.openConnections }
 
+    /// How many ``ScriptedResponse/pushAfterResponse(_:bytes:delay:)`` pushes have been written.
+    public var pushCount: Int { state.snapshot.pushes }
+
     /// Forgets recorded requests and counters (scripts stay).
     public func resetRecords() {
         state.resetRecords()
@@ -198,6 +201,7 @@ final class ServerState: Sendable {
     struct Snapshot {
         var connections = 0
         var openConnections = 0
+        var pushes = 0
         var requests: [RecordedRequest] = []
         var scripts: [String: [ScriptedResponse]] = [:]
         var routes: [String: @Sendable (RecordedRequest) -> ScriptedResponse] = [:]
@@ -217,6 +221,10 @@ final class ServerState: Sendable {
 
     func connectionClosed() {
         storage.withLock { $0.openConnections -= 1 }
+    }
+
+    func pushWritten() {
+        storage.withLock { $0.pushes += 1 }
     }
 
     func script(_ path: String, _ steps: [ScriptedResponse]) {

@@ -217,7 +217,10 @@ final class ConnectionHandler: ChannelInboundHandler {
                 guard context.channel.isActive else { return }
                 var buffer = context.channel.allocator.buffer(capacity: bytes.count)
                 buffer.writeBytes(bytes)
-                context.writeAndFlush(self.wrapOutboundOut(buffer), promise: nil)
+                let state = self.state
+                context.writeAndFlush(self.wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
+                    state.pushWritten()
+                }
             }
         }
     }

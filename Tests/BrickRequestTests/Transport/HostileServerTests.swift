@@ -25,7 +25,12 @@ struct HostileServerTests {
         let transport = CurlTransport()
         let firstResult = await transport.result(first)
         #expect(firstResult.failure == nil, "\(String(describing: firstResult.failure))")
-        if pause > .zero { try await Task.sleep(for: pause) }
+        if pause > .zero {
+            // Once the server has written the push (on loopback the bytes are then in the client's
+            // socket), and a little longer.
+            await eventually { server.pushCount == 1 }
+            try await Task.sleep(for: pause)
+        }
         for index in 1...2 {
             let response = try await transport.send(try get(server.baseURL + "/get?n=\(index)"))
             let body = String(decoding: response.body ?? Data(), as: UTF8.self)
