@@ -61,7 +61,7 @@ final class ManagerCore: Sendable {
         self.session = session
     }
 
-    func now() -> Date { origin.addingTimeInterval(session.clock.elapsed().secondsValue) }
+    func now() -> Date { origin.addingTimeInterval(session.clock.elapsed().seconds) }
 
     func storeCall<T: Sendable>(_ call: @Sendable (any OfflineStore, String) async throws -> T) async throws(BrickError) -> T {
         do {
@@ -171,7 +171,7 @@ final class ManagerCore: Sendable {
     }
 
     func clearStale(olderThan age: Duration) async throws(BrickError) {
-        let limit = now().addingTimeInterval(-age.secondsValue)
+        let limit = now().addingTimeInterval(-age.seconds)
         let stale = try await storeCall { store, queue in try await store.list(queue: queue) }
             .filter { $0.lease == nil && $0.createdAt < limit }
         try await storeCall { store, _ in try await store.setAside(stale.map(\.id), reason: "stale", now: self.now()) }
@@ -255,7 +255,7 @@ final class ManagerCore: Sendable {
             } catch {
                 if isStopped { return }
                 session.logger.error("offline store failed", metadata: ["manager": "\(name)", "error": "\(error)"])
-                await sleep(until: now().addingTimeInterval(settings.withLock { $0.submissionInterval }.secondsValue))
+                await sleep(until: now().addingTimeInterval(settings.withLock { $0.submissionInterval }.seconds))
                 continue
             }
             if leased.isEmpty {
@@ -290,7 +290,7 @@ final class ManagerCore: Sendable {
         let manager = owner.value
         if let delegate, let manager, !delegate.offlineRequestManager(manager, shouldAttempt: request) {
             // Vetoed: stays queued, looked at again after the submission interval.
-            let later = now().addingTimeInterval(settings.withLock { $0.submissionInterval }.secondsValue)
+            let later = now().addingTimeInterval(settings.withLock { $0.submissionInterval }.seconds)
             let record = OfflineEntry.AttemptRecord(date: now(), status: nil, error: "not attempted (vetoed)")
             _ = try? await store.reschedule(entry.id, lease: lease, notBefore: later, attempt: record, countsAttempt: false)
             return
@@ -339,7 +339,7 @@ final class ManagerCore: Sendable {
             if let delegate, let manager { delegate.offlineRequestManager(manager, didFinish: request) }
             events.emit(.finished(id))
         case .failure(let error) where !(error is OfflineRequestTimeout) && FailureClass.of(error) == .network:
-            let later = now().addingTimeInterval(settings.withLock { $0.submissionInterval }.secondsValue)
+            let later = now().addingTimeInterval(settings.withLock { $0.submissionInterval }.seconds)
             let record = OfflineEntry.AttemptRecord(date: now(), status: nil, error: "\(error)")
             _ = try? await store.reschedule(id, lease: lease, notBefore: later, attempt: record, countsAttempt: false)
             state.withLock { $0.running[id] = nil }

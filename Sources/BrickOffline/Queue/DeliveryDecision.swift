@@ -68,7 +68,7 @@ package enum DeliveryDecision: Sendable, Hashable {
         if let expiresAt, now >= expiresAt {
             return .deadLetter(reason: "expired; last: \(reason)", countsAttempt: countsAttempt)
         }
-        return .retry(notBefore: now.addingTimeInterval(retryInterval.secondsValue), countsAttempt: countsAttempt, reason: reason)
+        return .retry(notBefore: now.addingTimeInterval(retryInterval.seconds), countsAttempt: countsAttempt, reason: reason)
     }
 
     /// Whether an entry may be attempted at all: an expired one goes to the dead letters first.

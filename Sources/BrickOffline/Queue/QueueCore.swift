@@ -52,7 +52,7 @@ final class QueueCore: Sendable {
     }
 
     func now() -> Date {
-        origin.addingTimeInterval(session.clock.elapsed().secondsValue)
+        origin.addingTimeInterval(session.clock.elapsed().seconds)
     }
 
     // MARK: - Store calls
@@ -87,7 +87,7 @@ final class QueueCore: Sendable {
             createdAt: now,
             notBefore: options.notBefore,
             maxAttempts: options.maxAttempts,
-            expiresAt: options.maxAge.map { now.addingTimeInterval($0.secondsValue) }
+            expiresAt: options.maxAge.map { now.addingTimeInterval($0.seconds) }
         )
         let dedupe = options.dedupe
         let ids = try await storeCall { store, _ in try await store.add([draft], dedupe: dedupe) }
@@ -154,7 +154,7 @@ final class QueueCore: Sendable {
             } catch {
                 if isStopped { return }
                 report(storeFailure: error)
-                await sleep(until: now().addingTimeInterval(retryInterval.secondsValue))
+                await sleep(until: now().addingTimeInterval(retryInterval.seconds))
                 continue
             }
             guard let entry = leased.first else {
@@ -172,16 +172,12 @@ final class QueueCore: Sendable {
         await signal.sleep(until: date?.elapsed(since: origin), on: session.clock)
     }
 
-    private func wakeUp() {
-        signal.wake()
-    }
-
     /// When reachability changes, paused entries are looked at at once, not at the end of their pause.
     private func watchReachability() async {
         for await _ in session.reachability.changes() {
             if isStopped { return }
             state.withLock { $0.ignorePauses = true }
-            wakeUp()
+            signal.wake()
         }
     }
 
@@ -206,7 +202,7 @@ final class QueueCore: Sendable {
         let keeper = Task { [store, leaseDuration, self] in
             while !Task.isCancelled {
                 do { try await Task.sleep(for: leaseDuration / 3) } catch { return }
-                _ = try? await store.extend(entry.id, lease: lease, until: self.now().addingTimeInterval(leaseDuration.secondsValue))
+                _ = try? await store.extend(entry.id, lease: lease, until: self.now().addingTimeInterval(leaseDuration.seconds))
             }
         }
         let (outcome, response) = await send(stored, idempotencyKey: entry.idempotencyKey)

@@ -284,7 +284,7 @@ public final class SQLiteOfflineStore: OfflineStore {
     public func lease(queue: String, limit: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] {
         let token = UUID().uuidString
         let moment = now.timeIntervalSince1970
-        let expiry = moment + duration.secondsValue
+        let expiry = moment + duration.seconds
         // Looked for first without the write lock, so that a worker with nothing due does not
         // hold up concurrent adds.
         let due = try await read("look for due entries") { db in
@@ -327,7 +327,7 @@ public final class SQLiteOfflineStore: OfflineStore {
     public func leaseHead(queue: String, now: Date, for duration: Duration) async throws -> OfflineEntry? {
         let token = UUID()
         let moment = now.timeIntervalSince1970
-        let expiry = moment + duration.secondsValue
+        let expiry = moment + duration.seconds
         return try await write("lease the head entry") { db in
             guard
                 let row = try Row.fetchOne(
@@ -626,12 +626,5 @@ extension UInt8 {
         default:
             return false
         }
-    }
-}
-
-extension Duration {
-    /// The duration in seconds.
-    var secondsValue: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

@@ -84,8 +84,6 @@ final class LoopSignal: Sendable {
         sleeper?.resume()
     }
 
-    var isStopped: Bool { state.withLock { $0.stopped } }
-
     /// Sleeps until woken, or until the clock's elapsed time reaches `deadline` (`nil`: no deadline).
     func sleep(until deadline: Duration?, on clock: SessionClock) async {
         if let deadline, clock.elapsed() >= deadline { return }

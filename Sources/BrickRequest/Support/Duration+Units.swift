@@ -23,7 +23,7 @@ extension Duration {
     }
 
     /// The duration in seconds, as a `Double`.
-    var seconds: Double {
+    package var seconds: Double {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

@@ -627,7 +627,11 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             }
             transfer.partialFile = nil
         }
-        if transfer.mayMultiplex && checksReusedConnections { noteProtocol(of: easy) }
+        // Learned from the transfer that opened the connection (on HTTP/1.1 it is the first to
+        // complete on it); later ones skip the lookups.
+        if transfer.mayMultiplex && checksReusedConnections && easy.long(CURLINFO_NUM_CONNECTS) > 0 {
+            noteProtocol(of: easy)
+        }
         let response = TransportResponse(
             status: HTTPResponse.Status(code: min(max(status, 0), 999)),
             rawHeaders: easy.headerBlock.bytes,
