@@ -44,6 +44,9 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
         /// An offline store or cache could not keep what it was given (disk full, damaged file,
         /// permissions), or set an entry aside; see ``BrickError/underlying``.
         public static let storage = Code("storage")
+        /// The response cache alone was asked (``CachePolicy/cacheOnly``, a request's
+        /// `Cache-Control: only-if-cached`) and holds no usable response.
+        public static let notCached = Code("notCached")
 
         /// The code's name.
         public var description: String { name }

@@ -35,6 +35,7 @@ import Synchronization
 /// | `/sse/N?interval_ms=M&hold=1` | N server-sent events, one every M ms; `hold=1` never ends |
 /// | `/response-headers?K=V…` | those headers |
 /// | `/headers` | `{"headers": …}` |
+/// | `/cache/NAME?max_age=N&cc=V&etag=0&lm=0&vary=F&age=A&expires=S&status=C` | a cacheable resource: JSON `{"path", "version", "vary", "served"}` with `ETag` `"vN"` and `Last-Modified` (each omitted with `=0`), `Date`, `Cache-Control: max-age=N` (or `cc`'s value), `Vary: F` (the body shows the request's values of those fields), `Age: A`, `Expires` S seconds from now; answers a matching `If-None-Match` / `If-Modified-Since` with `304` and no body. ``changeResource(_:)`` makes a new version. |
 public final class BrickTestServer: Sendable {
     /// The port the server listens on (chosen by the kernel); 0 for a Unix domain socket server.
     public let port: Int
@@ -190,6 +191,17 @@ public final class BrickTestServer: Sendable {
     /// How many ``ScriptedResponse/pushAfterResponse(_:bytes:delay:)`` pushes have been written.
     public var pushCount: Int { state.snapshot.pushes }
 
+    /// How many `304 Not Modified` answers the `/cache/…` route has sent.
+    public var notModifiedCount: Int { state.snapshot.notModified }
+
+    /// Makes a new version of a `/cache/…` resource: a new body, `ETag` and `Last-Modified`, so
+    /// that a revalidation gets a `200` with the new body.
+    ///
+    /// - Parameter path: The resource's path, e.g. `/cache/profile`.
+    public func changeResource(_ path: String) {
+        state.changeResource(path)
+    }
+
     /// Forgets recorded requests and counters (scripts stay).
     public func resetRecords() {
         state.resetRecords()
@@ -202,6 +214,10 @@ final class ServerState: Sendable {
         var connections = 0
         var openConnections = 0
         var pushes = 0
+        var notModified = 0
+        /// Versions of `/cache/…` resources (1 when absent) and how often each was served whole.
+        var resourceVersions: [String: Int] = [:]
+        var served: [String: Int] = [:]
         var requests: [RecordedRequest] = []
         var scripts: [String: [ScriptedResponse]] = [:]
         var routes: [String: @Sendable (RecordedRequest) -> ScriptedResponse] = [:]
@@ -227,6 +243,24 @@ final class ServerState: Sendable {
         storage.withLock { $0.pushes += 1 }
     }
 
+    func changeResource(_ path: String) {
+        storage.withLock { $0.resourceVersions[path, default: 1] += 1 }
+    }
+
+    /// The current version of a `/cache/…` resource, and the number of whole answers for it once
+    /// this one counts (`nil`: a `304`, counted as such).
+    func cacheResource(_ path: String, notModified: (Int) -> Bool) -> (version: Int, served: Int?) {
+        storage.withLock { state in
+            let version = state.resourceVersions[path] ?? 1
+            if notModified(version) {
+                state.notModified += 1
+                return (version, nil)
+            }
+            state.served[path, default: 0] += 1
+            return (version, state.served[path]!)
+        }
+    }
+
     func script(_ path: String, _ steps: [ScriptedResponse]) {
         storage.withLock { $0.scripts[path, default: []].append(contentsOf: steps) }
     }
@@ -239,6 +273,7 @@ final class ServerState: Sendable {
         storage.withLock {
             $0.connections = 0
             $0.requests = []
+            $0.notModified = 0
         }
     }
 

@@ -66,7 +66,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         let port = context.localAddress?.port ?? 0
         let scripted = state.received(record)
         if case .routeCutAfter(let bodyBytes) = scripted {
-            guard case .script(.respond(let status, var headers, let body)) = Routes.answer(record, port: port) else {
+            guard case .script(.respond(let status, var headers, let body)) = Routes.answer(record, port: port, state: state) else {
                 reset(context: context)
                 return
             }
@@ -79,7 +79,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             }
             return
         }
-        let step = scripted.map(Routes.Step.script) ?? Routes.answer(record, port: port)
+        let step = scripted.map(Routes.Step.script) ?? Routes.answer(record, port: port, state: state)
         perform(step, keepAlive: keepAlive, context: context)
     }
 

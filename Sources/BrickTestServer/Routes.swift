@@ -27,8 +27,9 @@ enum Routes {
         case reset
     }
 
-    static func answer(_ request: RecordedRequest, port: Int) -> Step {
-        let step = route(request, port: port)
+    static func answer(_ request: RecordedRequest, port: Int, state: ServerState) -> Step {
+        let step =
+            request.path.hasPrefix("/cache/") ? .script(CacheRoute.answer(request, state: state)) : route(request, port: port)
         guard request.method == "HEAD", case .script(.respond(let status, var headers, let body)) = step else {
             return step
         }

@@ -39,6 +39,9 @@ public protocol RequestType: AnyObject {
     /// `false` delivers the redirect itself, to read its `Location` (an OAuth callback, a
     /// pre-signed upload URL).
     var followsRedirects: Bool { get }
+    /// How the request uses a response cache, or `nil` for not at all. Default `nil`;
+    /// ``CachedResponseType`` supplies one.
+    var responseCaching: ResponseCaching? { get }
 }
 
 extension RequestType {
@@ -66,4 +69,6 @@ extension RequestType {
     public var maxResponseSize: Int64? { nil }
     /// Redirects are followed.
     public var followsRedirects: Bool { true }
+    /// No cache.
+    public var responseCaching: ResponseCaching? { nil }
 }

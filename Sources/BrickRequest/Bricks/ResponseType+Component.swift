@@ -25,6 +25,38 @@ extension ResponseType where Self: Component {
         return await session.perform(prepared, lifecycle: lifecycle).response(serializer)
     }
 
+    /// Every delivery of the request, in order: one, or two for a ``CachedResponseType`` endpoint
+    /// whose policy is ``CachePolicy/cacheThenNetwork`` and whose cache holds a response (the
+    /// stored response, then the server's).
+    ///
+    /// ```swift
+    /// for await timeline in GetTimeline().responses() {
+    ///     show(timeline.value, stale: timeline.isStale)
+    /// }
+    /// ```
+    ///
+    /// The request starts when the sequence is made. Stopping the iteration early (or cancelling
+    /// the iterating task) cancels it.
+    ///
+    /// - Returns: The responses; the sequence ends after the last.
+    public func responses() -> AsyncStream<Response<SerializedObject, BrickError>> {
+        let prepared = PreparedRequest(self)
+        let serializer = responseSerializer
+        let (session, lifecycle) = (session, lifecycle)
+        let (stream, continuation) = AsyncStream.makeStream(of: Response<SerializedObject, BrickError>.self)
+        let task = Task {
+            let last = await session.perform(prepared, lifecycle: lifecycle) { early in
+                continuation.yield(early.response(serializer))
+            }
+            continuation.yield(last.response(serializer))
+            continuation.finish()
+        }
+        continuation.onTermination = { termination in
+            if case .cancelled = termination { task.cancel() }
+        }
+        return stream
+    }
+
     /// The serialized value of a successful request.
     ///
     /// ```swift

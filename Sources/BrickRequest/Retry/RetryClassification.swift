@@ -68,6 +68,17 @@ public enum RetryClassification {
 
     /// Whether a failure of this kind means the network is down (the ``RetryVerdict/parkUntilOnline``
     /// class), so that the destination's reachability decides what happens next.
+    /// Whether a failure means the server could not be reached (no route, no name, refused or
+    /// failed connection, timeout, connection reset): what a cache may answer in its place.
+    static func meansUnreachable(_ kind: TransportError.Kind) -> Bool {
+        switch kind {
+        case .notConnected, .cannotResolveHost, .cannotResolveProxy, .cannotConnect, .timedOut, .connectionReset:
+            return true
+        default:
+            return false
+        }
+    }
+
     static func waitsForNetwork(_ kind: TransportError.Kind) -> Bool {
         base(kind).0 == .parkUntilOnline
     }

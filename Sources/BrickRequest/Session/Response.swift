@@ -22,6 +22,13 @@ public struct Response<Success: Sendable, Failure: Error>: Sendable {
     public let retryCount: Int
     /// Where the response came from.
     public let source: ResponseSource
+    /// Whether the response is stale: a stored response past its freshness lifetime, or one
+    /// delivered in place of a failure (``CachePolicy/networkElseCache``, `stale-if-error`).
+    /// `false` for a response from the network.
+    public let isStale: Bool
+    /// How old a response from the cache is (RFC 9111 §4.2.3: its age when it was stored plus the
+    /// time since); `nil` for a response from the network.
+    public let age: Duration?
 
     /// Creates a response.
     ///
@@ -31,13 +38,19 @@ public struct Response<Success: Sendable, Failure: Error>: Sendable {
     ///   - transportResponse: The transport's response, if any.
     ///   - retryCount: Retries made.
     ///   - source: Where it came from.
+    ///   - isStale: Whether it is stale.
+    ///   - age: Its age, for a response from the cache.
     public init(
         request: TransportRequest?,
         result: Result<Success, Failure>,
         transportResponse: TransportResponse?,
         retryCount: Int = 0,
-        source: ResponseSource = .network
+        source: ResponseSource = .network,
+        isStale: Bool = false,
+        age: Duration? = nil
     ) {
+        self.isStale = isStale
+        self.age = age
         self.request = request
         self.result = result
         self.transportResponse = transportResponse

@@ -11,8 +11,9 @@ import Logging
 struct PreparedRequest: Sendable {
     let rendered: Result<TransportRequest, BrickError>
     let validation: ResponseValidation?
-    let retry: AutoRetryConfiguration
+    var retry: AutoRetryConfiguration
     let authenticator: Authenticator?
+    let caching: ResponseCaching?
 
     @usableFromInline
     init(_ request: some RequestType) {
@@ -25,6 +26,7 @@ struct PreparedRequest: Sendable {
         validation = request.responseValidation
         retry = request.autoRetryConfiguration
         authenticator = request.requestAuthenticator
+        caching = request.responseCaching
     }
 }
 
@@ -43,6 +45,10 @@ struct Outcome: Sendable {
     @usableFromInline var request: TransportRequest?
     @usableFromInline var ending: Ending
     @usableFromInline var retryCount: Int = 0
+    /// Where the response came from, and what the cache knows of it.
+    @usableFromInline var source: ResponseSource = .network
+    @usableFromInline var isStale = false
+    @usableFromInline var age: Duration?
 
     /// A failure before or without a response.
     static func failed(_ error: BrickError, request: TransportRequest?, retryCount: Int = 0) -> Outcome {
@@ -62,13 +68,24 @@ struct Outcome: Sendable {
             } catch {
                 result = .failure(error)
             }
-            return Response(request: request, result: result, transportResponse: response, retryCount: retryCount)
+            return Response(
+                request: request,
+                result: result,
+                transportResponse: response,
+                retryCount: retryCount,
+                source: source,
+                isStale: isStale,
+                age: age
+            )
         case .failed(let error, let response):
             return Response(
                 request: request,
                 result: .failure(error),
                 transportResponse: response,
-                retryCount: retryCount
+                retryCount: retryCount,
+                source: source,
+                isStale: isStale,
+                age: age
             )
         }
     }
@@ -141,6 +158,22 @@ extension Session {
             callbacks.submit { handler(response) }
             return
         }
+        if let caching = prepared.caching {
+            // The cache's store and rules run around the exchange, in a task.
+            let prepared = copy prepared
+            Task { [self] in
+                let callbacks = self.callbacks
+                let response = await runCached(
+                    prepared,
+                    caching: caching,
+                    request: request,
+                    lifecycle: lifecycle,
+                    early: { early in callbacks.submit { handler(early) } }
+                )
+                callbacks.submit { handler(response) }
+            }
+            return
+        }
         if prepared.authenticator != nil {
             // Signing needs the credential provider (async): run the whole exchange in a task.
             let prepared = copy prepared
@@ -164,14 +197,22 @@ extension Session {
     }
 
     /// Runs a prepared request on the caller's executor; cancelling the task cancels the transfer.
+    /// `early` receives a delivery that comes before the last (the stored response of
+    /// ``CachePolicy/cacheThenNetwork``); the returned outcome is the last.
     @usableFromInline
     nonisolated(nonsending) func perform(
         _ prepared: PreparedRequest,
-        lifecycle: RequestLifecycle
+        lifecycle: RequestLifecycle,
+        early: (@Sendable (Outcome) -> Void)? = nil
     ) async -> Outcome {
         switch admit(prepared, lifecycle: lifecycle) {
         case .proceed(let request):
-            let outcome = await run(prepared, request: request, lifecycle: lifecycle)
+            let outcome =
+                if let caching = prepared.caching {
+                    await runCached(prepared, caching: caching, request: request, lifecycle: lifecycle, early: early)
+                } else {
+                    await run(prepared, request: request, lifecycle: lifecycle)
+                }
             // Progress reports go through the callback queue: let them all run before the caller
             // resumes, as they do before a `response(_:)` handler.
             if request.options.progress != nil { await callbacks.flush() }
@@ -208,13 +249,29 @@ extension Session {
     }
 
     /// The whole exchange: attempts, retries, and the final validation and serialization.
-    private nonisolated(nonsending) func run(
+    nonisolated(nonsending) func run(
         _ prepared: PreparedRequest,
         request: TransportRequest,
         lifecycle: RequestLifecycle
     ) async -> Outcome {
         willStart(request)
-        let result = await withTaskCancellationHandler {
+        switch await exchange(prepared, request: request, lifecycle: lifecycle) {
+        case .success(let outcome):
+            return finish(prepared, request: request, result: outcome, lifecycle: lifecycle)
+        case .failure(let error):
+            _ = lifecycle.complete()
+            return .failed(error, request: request, retryCount: lifecycle.retryCount)
+        }
+    }
+
+    /// The attempts and retries of one request, up to the transport's last result (before
+    /// validation); fails only when authentication does. Cancelling the task cancels it.
+    nonisolated(nonsending) func exchange(
+        _ prepared: PreparedRequest,
+        request: TransportRequest,
+        lifecycle: RequestLifecycle
+    ) async -> Result<Result<TransportResponse, TransportError>, BrickError> {
+        await withTaskCancellationHandler {
             () async -> Result<Result<TransportResponse, TransportError>, BrickError> in
             do throws(BrickError) {
                 let first = try await attempt(request, prepared: prepared, lifecycle: lifecycle)
@@ -225,13 +282,6 @@ extension Session {
             }
         } onCancel: {
             lifecycle.cancel()
-        }
-        switch result {
-        case .success(let outcome):
-            return finish(prepared, request: request, result: outcome, lifecycle: lifecycle)
-        case .failure(let error):
-            _ = lifecycle.complete()
-            return .failed(error, request: request, retryCount: lifecycle.retryCount)
         }
     }
 
@@ -465,7 +515,7 @@ extension Session {
         callbacks.submit { handler(.failed(.cancelled, request: nil)) }
     }
 
-    private func willStart(_ request: TransportRequest) {
+    func willStart(_ request: TransportRequest) {
         if logsRequests {
             logger.debug(
                 "request started",

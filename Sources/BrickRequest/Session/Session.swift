@@ -1,5 +1,6 @@
 import FoundationEssentials
 public import Logging
+import Synchronization
 
 /// Runs requests: renders nothing itself (endpoints render on the caller's side), hands them to its
 /// ``Transport``, validates and serializes the responses, and delivers them.
@@ -31,6 +32,9 @@ public final class Session: Sendable {
     public let reachability: any ReachabilityMonitor
     let callbacks: CallbackDispatcher
     package let clock: SessionClock
+    /// Stored responses being revalidated in the background (`stale-while-revalidate`), so that
+    /// each is revalidated once at a time.
+    let backgroundRevalidations = Lock(Set<String>())
     /// Forwards the monitor's changes to the transport (``Transport/networkDidChange()``).
     private let networkWatcher: Task<Void, Never>
 
@@ -121,6 +125,10 @@ extension Session {
         /// Sends every request to this origin (`scheme://host:port`) instead of its URL's, keeping
         /// path and query: for staging environments and tests. Default `nil`.
         public var originOverride: String?
+        /// The cache of ``CachedResponseType`` endpoints that do not name their own. Default an
+        /// ``InMemoryResponseCache`` of 32 MiB, made with the configuration (each configuration
+        /// value made by `init` has its own).
+        public var responseCache: any ResponseCache
 
         /// Creates a configuration.
         ///
@@ -129,12 +137,16 @@ extension Session {
         ///   - transport: Transport settings.
         ///   - callbackQueue: Where handlers run.
         ///   - originOverride: An origin that replaces every request's.
+        ///   - responseCache: The cache of ``CachedResponseType`` endpoints; `nil` for a new
+        ///     ``InMemoryResponseCache`` of 32 MiB.
         public init(
             defaultHeaders: [String: String] = [:],
             transport: CurlTransport.Configuration = CurlTransport.Configuration(),
             callbackQueue: CallbackQueue = .serial(),
-            originOverride: String? = nil
+            originOverride: String? = nil,
+            responseCache: (any ResponseCache)? = nil
         ) {
+            self.responseCache = responseCache ?? InMemoryResponseCache()
             self.defaultHeaders = defaultHeaders
             self.transport = transport
             self.callbackQueue = callbackQueue

@@ -1,0 +1,150 @@
+public import HTTPTypes
+
+/// The `Cache-Control` directives of a request or a response (RFC 9111 §5.2), parsed once.
+///
+/// Unknown directives are ignored; a directive whose argument is not valid (`max-age=soon`) is
+/// taken in its most cautious reading: an invalid `max-age` makes the response stale
+/// (RFC 9111 §4.2.1). Qualified `no-cache="Set-Cookie"` and `private="…"` are taken unqualified,
+/// which a private cache may do.
+public struct CacheControl: Sendable, Hashable {
+    /// `max-age`: the freshness lifetime (response) or the oldest acceptable age (request).
+    public var maxAge: Duration?
+    /// `s-maxage`: for shared caches; read, and ignored by this private cache except that it lets a
+    /// response to an authorized request be stored (RFC 9111 §3.5).
+    public var sharedMaxAge: Duration?
+    /// `no-store`: nothing of this exchange may be stored.
+    public var noStore = false
+    /// `no-cache`: a stored response must be revalidated before each use.
+    public var noCache = false
+    /// `must-revalidate`: once stale, the response must not be used without revalidation, not even
+    /// when the server cannot be reached.
+    public var mustRevalidate = false
+    /// `public`.
+    public var isPublic = false
+    /// `private`: for a private cache such as this one, no restriction.
+    public var isPrivate = false
+    /// `immutable` (RFC 8246): the response will not change while fresh.
+    public var immutable = false
+    /// `stale-while-revalidate` (RFC 5861): how long after it turns stale the response may be used
+    /// while it is revalidated in the background.
+    public var staleWhileRevalidate: Duration?
+    /// `stale-if-error` (RFC 5861): how long after it turns stale the response may be used when
+    /// revalidation fails (no network, a 5xx).
+    public var staleIfError: Duration?
+    /// `max-stale` (request): a stale response is acceptable, up to this much past its lifetime;
+    /// ``unlimited`` when given without a value (any staleness).
+    public var maxStale: Duration?
+    /// `min-fresh` (request): the response must stay fresh at least this much longer.
+    public var minFresh: Duration?
+    /// `only-if-cached` (request): answer from the cache or fail with `504`-like ``BrickError/Code/notCached``.
+    public var onlyIfCached = false
+    /// Whether a directive's argument could not be read (`max-age=soon`, `max-age` twice with
+    /// different values): such a response is treated as stale.
+    public var hasInvalidFreshness = false
+
+    /// No directives.
+    public init() {}
+
+    /// The duration that stands for "no limit" (`max-stale` without a value): 2^40 seconds, large
+    /// enough for any age and small enough for `Duration` arithmetic.
+    public static let unlimited = Duration.seconds(Int64(1) << 40)
+
+    /// The directives of every `Cache-Control` field in `fields`; with none, a request's
+    /// `Pragma: no-cache` (RFC 9111 §5.4) reads as `no-cache`.
+    ///
+    /// - Parameter fields: Request or response header fields.
+    public init(_ fields: HTTPFields) {
+        var sawCacheControl = false
+        for field in fields where field.name == .cacheControl {
+            sawCacheControl = true
+            parse(field.value)
+        }
+        if !sawCacheControl,
+            let pragma = fields[.pragma], pragma.split(separator: ",").contains(where: { $0.trimmingSpacesAndTabs().lowercased() == "no-cache" })
+        {
+            noCache = true
+        }
+    }
+
+    /// Whether any directive was present.
+    public var isEmpty: Bool { self == CacheControl() }
+
+    private mutating func parse(_ value: String) {
+        for (name, argument) in Self.directives(value) {
+            switch name {
+            case "max-age": maxAge = delta(maxAge, argument)
+            case "s-maxage": sharedMaxAge = delta(sharedMaxAge, argument)
+            case "no-store": noStore = true
+            case "no-cache": noCache = true
+            case "must-revalidate", "proxy-revalidate": mustRevalidate = mustRevalidate || name == "must-revalidate"
+            case "public": isPublic = true
+            case "private": isPrivate = true
+            case "immutable": immutable = true
+            case "stale-while-revalidate": staleWhileRevalidate = delta(staleWhileRevalidate, argument)
+            case "stale-if-error": staleIfError = delta(staleIfError, argument)
+            case "max-stale":
+                if argument == nil { maxStale = Self.unlimited } else { maxStale = delta(maxStale, argument) }
+            case "min-fresh": minFresh = delta(minFresh, argument)
+            case "only-if-cached": onlyIfCached = true
+            default: break
+            }
+        }
+    }
+
+    /// A delta-seconds directive's value (RFC 9111 §1.2.2): digits only; a value too large for the
+    /// arithmetic is taken as 2^31 seconds, as the RFC asks. A missing or bad argument, or a second
+    /// different value, marks the freshness invalid.
+    private mutating func delta(_ existing: Duration?, _ argument: String?) -> Duration? {
+        guard let argument, !argument.isEmpty, argument.utf8.allSatisfy(\.isASCIIDigit) else {
+            hasInvalidFreshness = true
+            return existing
+        }
+        let seconds = argument.utf8.count > 10 ? Int64(1) << 31 : min(Int64(argument) ?? Int64(1) << 31, Int64(1) << 31)
+        let value = Duration.seconds(seconds)
+        if let existing, existing != value { hasInvalidFreshness = true }
+        return min(existing ?? value, value)
+    }
+
+    /// `name[=token|quoted-string]` items of a `Cache-Control` value, names lowercased; commas
+    /// inside quoted strings do not split.
+    static func directives(_ value: String) -> [(String, String?)] {
+        var result: [(String, String?)] = []
+        var item = ""
+        var quoted = false
+        var escaped = false
+        func flush() {
+            let trimmed = item.trimmingSpacesAndTabs()
+            item = ""
+            guard !trimmed.isEmpty else { return }
+            if let equals = trimmed.firstIndex(of: "=") {
+                let name = trimmed[..<equals].trimmingSpacesAndTabs().lowercased()
+                var argument = trimmed[trimmed.index(after: equals)...].trimmingSpacesAndTabs()
+                if argument.count >= 2, argument.hasPrefix("\""), argument.hasSuffix("\"") {
+                    argument = String(argument.dropFirst().dropLast()).replacing("\\", with: "")
+                }
+                result.append((name, argument))
+            } else {
+                result.append((trimmed.lowercased(), nil))
+            }
+        }
+        for character in value {
+            if escaped {
+                escaped = false
+            } else if quoted && character == "\\" {
+                escaped = true
+            } else if character == "\"" {
+                quoted.toggle()
+            } else if character == "," && !quoted {
+                flush()
+                continue
+            }
+            item.append(character)
+        }
+        flush()
+        return result
+    }
+}
+
+extension HTTPField.Name {
+    static let pragma = HTTPField.Name("Pragma")!
+}

@@ -1,0 +1,259 @@
+import FoundationEssentials
+public import HTTPTypes
+
+/// What identifies stored responses: the method and the URL, its query items in a canonical order.
+///
+/// `https://API.example.com:443/items?b=2&a=1#top` and `https://api.example.com/items?a=1&b=2` are
+/// the same key: scheme and host lowercased, the default port and the fragment dropped, query items
+/// sorted by name (items of the same name keep their order). The request fields a response
+/// varies on (`Vary`) tell its variants apart: ``CachedResponse/variant``.
+public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
+    /// `GET` or `HEAD`.
+    public let method: String
+    /// The canonical URL.
+    public let url: String
+
+    /// The key of a request to `url` with `method`.
+    ///
+    /// - Parameters:
+    ///   - method: The request method.
+    ///   - url: An absolute URL.
+    public init(method: String, url: String) {
+        self.method = method.uppercased()
+        self.url = Self.canonical(url)
+    }
+
+    /// `METHOD url`.
+    public var description: String { "\(method) \(url)" }
+
+    /// The URL with a lowercased scheme and host, no default port, no fragment, and its query items
+    /// stably sorted by name.
+    static func canonical(_ url: String) -> String {
+        var rest = Substring(url)
+        if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
+        var query: Substring? = nil
+        if let mark = rest.firstIndex(of: "?") {
+            query = rest[rest.index(after: mark)...]
+            rest = rest[..<mark]
+        }
+        var result = ""
+        if let colon = rest.firstIndex(of: ":"), rest[colon...].hasPrefix("://") {
+            let scheme = rest[..<colon].lowercased()
+            let afterScheme = rest[rest.index(colon, offsetBy: 3)...]
+            let authorityEnd = afterScheme.firstIndex(of: "/") ?? afterScheme.endIndex
+            var authority = afterScheme[..<authorityEnd].lowercased()
+            if (scheme == "http" && authority.hasSuffix(":80")) || (scheme == "https" && authority.hasSuffix(":443")) {
+                authority = String(authority[..<authority.lastIndex(of: ":")!])
+            }
+            let path = afterScheme[authorityEnd...]
+            result = scheme + "://" + authority + (path.isEmpty ? "/" : String(path))
+        } else {
+            result = String(rest)
+        }
+        if let query, !query.isEmpty {
+            let items = query.split(separator: "&", omittingEmptySubsequences: true)
+            let sorted = items.enumerated().sorted { lhs, rhs in
+                let (left, right) = (Self.name(lhs.element), Self.name(rhs.element))
+                return left == right ? lhs.offset < rhs.offset : left < right
+            }
+            result += "?" + sorted.map { String($0.element) }.joined(separator: "&")
+        }
+        return result
+    }
+
+    private static func name(_ item: Substring) -> Substring {
+        item.firstIndex(of: "=").map { item[..<$0] } ?? item
+    }
+}
+
+/// A stored response: what a ``ResponseCache`` keeps, and what the cache rules read.
+///
+/// Besides the response itself it keeps the times of the exchange that produced it, from which
+/// its age is computed (RFC 9111 §4.2.3), and the request's values of the fields its `Vary` names.
+/// The facts the rules need (`Cache-Control`, validators, the freshness lifetime) are read from the
+/// header fields once, when the value is made.
+public struct CachedResponse: Sendable {
+    /// The key it is stored under.
+    public let key: CacheKey
+    /// The request's values of the fields named by the response's `Vary`, `name: value` lines in
+    /// the order `Vary` gives them; empty without `Vary`.
+    public let variant: String
+    /// The status code.
+    public let status: Int
+    /// The response's header fields (hop-by-hop fields removed).
+    public let headerFields: HTTPFields
+    /// The body.
+    public let body: Data
+    /// The URL that produced it (after redirects).
+    public let url: String
+    /// When the request that produced it (or last revalidated it) was sent.
+    public let requestTime: Date
+    /// When its response arrived.
+    public let responseTime: Date
+    /// What the rules read, parsed once.
+    package let facts: StoredResponseFacts
+
+    /// Creates a stored response.
+    ///
+    /// - Parameters:
+    ///   - key: The key.
+    ///   - variant: The request's values of the fields named by `Vary` (see ``variant``).
+    ///   - status: The status code.
+    ///   - headerFields: The response's header fields.
+    ///   - body: The body.
+    ///   - url: The URL that produced it.
+    ///   - requestTime: When the request was sent.
+    ///   - responseTime: When the response arrived.
+    public init(
+        key: CacheKey,
+        variant: String,
+        status: Int,
+        headerFields: HTTPFields,
+        body: Data,
+        url: String,
+        requestTime: Date,
+        responseTime: Date
+    ) {
+        self.key = key
+        self.variant = variant
+        self.status = status
+        self.headerFields = headerFields
+        self.body = body
+        self.url = url
+        self.requestTime = requestTime
+        self.responseTime = responseTime
+        self.facts = StoredResponseFacts(
+            status: status,
+            fields: headerFields,
+            requestTime: requestTime,
+            responseTime: responseTime
+        )
+    }
+
+    /// Bytes it takes, roughly: body, header fields, key and URL.
+    public var byteCount: Int {
+        var count = body.count + key.url.utf8.count + url.utf8.count + variant.utf8.count + 64
+        for field in headerFields { count += field.name.rawName.utf8.count + field.value.utf8.count + 4 }
+        return count
+    }
+
+    /// The header fields as `Name: value\r\n` lines, for a store to keep.
+    public var rawHeaders: [UInt8] {
+        var raw: [UInt8] = []
+        for field in headerFields {
+            raw.append(contentsOf: field.name.rawName.utf8)
+            raw.append(contentsOf: ": ".utf8)
+            raw.append(contentsOf: field.value.utf8)
+            raw.append(contentsOf: "\r\n".utf8)
+        }
+        return raw
+    }
+
+    /// Parses header fields kept by ``rawHeaders``.
+    ///
+    /// - Parameter raw: `Name: value\r\n` lines.
+    /// - Returns: The fields.
+    public static func headerFields(fromRaw raw: [UInt8]) -> HTTPFields {
+        HeaderParser.fields(from: raw)
+    }
+
+    /// Whether this response may answer a request with `fields`: the values of the fields its
+    /// `Vary` names are the same as those of the request that produced it (`Vary: *` never matches).
+    ///
+    /// - Parameter fields: The new request's header fields.
+    public func matches(requestFields fields: HTTPFields) -> Bool {
+        guard let names = facts.varyNames else { return false }
+        return Self.variant(names: names, of: fields) == variant
+    }
+
+    /// The ``variant`` string for a request with `fields` answered by a response varying on `names`.
+    static func variant(names: [HTTPField.Name], of fields: HTTPFields) -> String {
+        guard !names.isEmpty else { return "" }
+        var result = ""
+        for name in names {
+            let value = fields[values: name].map { $0.trimmingSpacesAndTabs() }.joined(separator: ", ")
+            result += name.canonicalName + ": " + value + "\n"
+        }
+        return result
+    }
+}
+
+/// The facts of a stored response that the cache rules read, computed from its header fields and
+/// the exchange's times once (RFC 9111 §4.2).
+package struct StoredResponseFacts: Sendable, Hashable {
+    /// Its `Cache-Control` directives.
+    package var control: CacheControl
+    /// Its age when it arrived, corrected for the exchange's delay (`corrected_initial_age`).
+    package var initialAge: Duration
+    /// When it arrived (`response_time`): the age grows from here.
+    package var responseTime: Date
+    /// How long it stays fresh.
+    package var lifetime: Duration
+    /// Whether ``lifetime`` is a heuristic (no explicit expiry).
+    package var isHeuristic: Bool
+    /// Its `ETag`.
+    package var entityTag: String?
+    /// Its `Last-Modified`.
+    package var lastModified: String?
+    /// The request fields it varies on; `nil` for `Vary: *`.
+    package var varyNames: [HTTPField.Name]?
+
+    package init(status: Int, fields: HTTPFields, requestTime: Date, responseTime: Date) {
+        control = CacheControl(fields)
+        self.responseTime = responseTime
+        let date = fields[.date].flatMap { HTTPDate.parse($0, now: responseTime) }
+        let ageValue = fields[.age].flatMap { $0.trimmingSpacesAndTabs().decimalDigitsValue }.map {
+            Duration.seconds(min($0, Int64(1) << 31))
+        } ?? .zero
+        let apparentAge = max(.zero, Duration.seconds(responseTime.timeIntervalSince(date ?? responseTime)))
+        let responseDelay = max(.zero, Duration.seconds(responseTime.timeIntervalSince(requestTime)))
+        initialAge = max(apparentAge, ageValue + responseDelay)
+        entityTag = fields[.eTag]
+        lastModified = fields[.lastModified]
+        isHeuristic = false
+        if control.hasInvalidFreshness {
+            lifetime = .zero
+        } else if let maxAge = control.maxAge {
+            lifetime = maxAge
+        } else if let expires = fields[.expires] {
+            // An invalid date ("0") means already expired (RFC 9111 §5.3).
+            let expiry = HTTPDate.parse(expires, now: responseTime)
+            lifetime = expiry.map { max(.zero, Duration.seconds($0.timeIntervalSince(date ?? responseTime))) } ?? .zero
+        } else if let lastModified, let modified = HTTPDate.parse(lastModified, now: responseTime),
+            control.isPublic || Self.heuristicallyCacheable.contains(status)
+        {
+            // RFC 9111 §4.2.2: a fraction of the time since the last change; 10 %, at most a day.
+            let sinceChange = (date ?? responseTime).timeIntervalSince(modified)
+            lifetime = min(.seconds(86_400), Duration.seconds(max(0, sinceChange) / 10))
+            isHeuristic = true
+        } else {
+            lifetime = .zero
+        }
+        varyNames = Self.varyNames(in: fields)
+    }
+
+    /// The request fields named by `Vary` in `fields` (lowercase, each once, in order); `nil` for
+    /// `Vary: *`, which no request matches.
+    package static func varyNames(in fields: HTTPFields) -> [HTTPField.Name]? {
+        var names: [HTTPField.Name] = []
+        for value in fields[values: .vary] {
+            for item in value.split(separator: ",") {
+                let text = item.trimmingSpacesAndTabs()
+                if text == "*" { return nil }
+                if let name = HTTPField.Name(text), !names.contains(name) { names.append(name) }
+            }
+        }
+        return names
+    }
+
+    /// Its current age at `now` (RFC 9111 §4.2.3).
+    package func age(at now: Date) -> Duration {
+        initialAge + max(.zero, Duration.seconds(now.timeIntervalSince(responseTime)))
+    }
+
+    /// Whether it has a validator to revalidate with.
+    package var hasValidators: Bool { entityTag != nil || lastModified != nil }
+
+    /// Statuses a cache may give a heuristic lifetime (RFC 9110 §15.1).
+    package static let heuristicallyCacheable: Set<Int> = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501]
+}
