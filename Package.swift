@@ -87,7 +87,9 @@ let package = Package(
         // For the offline tests: adds or drains a queue in a process of its own, to be killed.
         .executableTarget(
             name: "brick-offline-probe",
-            dependencies: ["BrickOffline", "BrickRequest"],
+            dependencies: [
+                "BrickOffline", "BrickRequest", .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
             path: "Tests/Probes/OfflineProbe"
         ),
         .testTarget(
@@ -95,6 +97,7 @@ let package = Package(
             dependencies: [
                 "BrickOffline", "BrickRequest", "BrickTesting", "BrickTestServer",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
         .testTarget(

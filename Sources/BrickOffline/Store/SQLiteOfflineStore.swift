@@ -618,7 +618,7 @@ public final class SQLiteOfflineStore: OfflineStore {
 }
 
 extension UInt8 {
-    fileprivate var isStoreNameByte: Bool {
+    var isStoreNameByte: Bool {
         switch self {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):

@@ -6,6 +6,7 @@
 //                             each add returned
 //   fill  DIR NAME URL COUNT  adds COUNT entries (bodies 0..<COUNT), prints `filled`
 //   drain DIR NAME            delivers everything, prints `drained` when the queue is empty
+//   cache-…                   the response cache's modes (CacheProbe.swift)
 // Lines are written unbuffered, so what the parent reads is what the probe had acknowledged.
 import BrickOffline
 import BrickRequest
@@ -21,6 +22,7 @@ guard arguments.count >= 4 else {
     say("usage: brick-offline-probe add|fill|drain DIR NAME [URL] [COUNT]")
     exit(2)
 }
+if arguments[1].hasPrefix("cache-") { try runCacheProbe(arguments) }
 let directory = URL(fileURLWithPath: arguments[2])
 let name = arguments[3]
 let session = Session(reachability: AlwaysReachable())

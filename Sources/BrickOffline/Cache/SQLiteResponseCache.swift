@@ -1,0 +1,450 @@
+import BrickRequest
+import Foundation
+import GRDB
+import HTTPTypes
+
+/// A ``BrickRequest/ResponseCache`` on disk: responses survive restarts, and several processes may
+/// share one cache.
+///
+/// ```swift
+/// let cache = try SQLiteResponseCache(name: "api")
+/// let session = Session(configuration: .init(responseCache: cache))
+/// ```
+///
+/// - **Files.** `DIRECTORY/NAME.cache.sqlite` (SQLite in WAL mode, through GRDB, mode 0600) and,
+///   for bodies larger than ``fileThreshold``, one file each in `DIRECTORY/NAME.cache-bodies/`,
+///   written under a temporary name and renamed into place before the row that names it commits:
+///   a reader never sees a half-written entry, and a process killed mid-write leaves at most an
+///   unreferenced file, swept at a later open.
+/// - **Size.** ``maxBytes`` bounds bodies, header fields and keys together; storing past it evicts
+///   the least recently used responses, by the cache's own index (recency is recorded at most
+///   every ``recencyGranularity`` per response, so that reads rarely write). A response larger
+///   than a quarter of the bound is not stored.
+/// - **Names and versions.** Caches of different names share nothing. Opening a cache with a
+///   ``version`` other than the one it was written with drops every entry (a new app version
+///   whose responses no longer decode).
+/// - **Damage.** A file that is not a database or fails its check is moved aside to
+///   `NAME.cache.sqlite.corrupt-TIMESTAMP` and a new, empty cache is made; ``recoveredFile`` says
+///   where the old one went. A body file that is missing or of the wrong size is a miss.
+/// - **Errors.** ``BrickRequest/BrickError`` with ``BrickRequest/BrickError/Code/storage``; the
+///   session treats a failing cache as a miss, except under ``BrickRequest/CachePolicy/cacheOnly``.
+public final class SQLiteResponseCache: ResponseCache {
+    /// The default bound: 128 MiB.
+    public static let defaultMaxBytes = 128 * 1024 * 1024
+    /// Bodies larger than this many bytes go to files of their own by default: 64 KiB.
+    public static let defaultFileThreshold = 64 * 1024
+
+    /// The database file.
+    public let path: String
+    /// The directory of body files.
+    public let bodiesDirectory: String
+    /// The bound in bytes.
+    public let maxBytes: Int
+    /// The version the cache was opened with.
+    public let version: Int
+    /// Bodies larger than this go to files.
+    public let fileThreshold: Int
+    /// How often, at most, a read records that a response was used.
+    public let recencyGranularity: Duration
+    /// Where a damaged file found at open was moved, if one was.
+    public let recoveredFile: String?
+
+    private let pool: DatabasePool
+
+    /// Opens (or creates) the cache `name` in `directory`.
+    ///
+    /// - Parameters:
+    ///   - name: The cache's name: letters, digits, `-`, `_` and `.`.
+    ///   - directory: Where its files live; created (mode 0700) when missing. Default
+    ///     ``PersistentRequestQueue/defaultDirectory``.
+    ///   - maxBytes: The bound. Default ``defaultMaxBytes``.
+    ///   - version: Entries written with another version are dropped at open. Default 0.
+    ///   - fileThreshold: Bodies larger than this go to files. Default ``defaultFileThreshold``.
+    ///   - recencyGranularity: How often, at most, a read of a response records its use. Default
+    ///     10 s.
+    /// - Throws: ``BrickRequest/BrickError`` (``BrickRequest/BrickError/Code/storage``).
+    public init(
+        name: String,
+        directory: URL? = nil,
+        maxBytes: Int = SQLiteResponseCache.defaultMaxBytes,
+        version: Int = 0,
+        fileThreshold: Int = SQLiteResponseCache.defaultFileThreshold,
+        recencyGranularity: Duration = .seconds(10)
+    ) throws(BrickError) {
+        guard !name.isEmpty, name.utf8.allSatisfy({ $0.isStoreNameByte }) else {
+            throw BrickError(.storage, message: "invalid cache name \(name.debugDescription)")
+        }
+        let directory = (directory ?? PersistentRequestQueue.defaultDirectory).path
+        path = directory + "/" + name + ".cache.sqlite"
+        bodiesDirectory = directory + "/" + name + ".cache-bodies"
+        self.maxBytes = max(0, maxBytes)
+        self.version = version
+        self.fileThreshold = max(0, fileThreshold)
+        self.recencyGranularity = recencyGranularity
+        do {
+            for made in [directory, bodiesDirectory] {
+                try FileManager.default.createDirectory(
+                    atPath: made,
+                    withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700]
+                )
+            }
+            var recovered: String? = nil
+            var opened: DatabasePool
+            do {
+                opened = try Self.open(path)
+            } catch let error as DatabaseError
+                where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
+            {
+                recovered = try Self.moveAside(path)
+                opened = try Self.open(path)
+            }
+            pool = opened
+            recoveredFile = recovered
+        } catch {
+            throw Self.storageError(error, doing: "open \(path)")
+        }
+        let dropped = try dropIfOtherVersion()
+        for file in dropped { unlink(bodiesDirectory + "/" + file) }
+        sweepOrphanFiles()
+    }
+
+    // MARK: - ResponseCache
+
+    /// The stored responses for `key`, most recently stored first. A response whose body file is
+    /// gone or damaged is left out.
+    public func cachedResponses(for key: CacheKey) throws(BrickError) -> [CachedResponse] {
+        let rows: [Row]
+        do {
+            rows = try pool.read { db in
+                try Row.fetchAll(
+                    db,
+                    sql: "SELECT * FROM response WHERE cacheKey = ? ORDER BY storedAt DESC, id DESC",
+                    arguments: [key.description]
+                )
+            }
+        } catch {
+            throw Self.storageError(error, doing: "read \(key)")
+        }
+        let now = Date().timeIntervalSince1970
+        var responses: [CachedResponse] = []
+        var used: [Int64] = []
+        for row in rows {
+            guard let response = response(from: row, key: key) else { continue }
+            responses.append(response)
+            if now - (row["lastAccess"] as Double) >= recencyGranularity.seconds { used.append(row["id"]) }
+        }
+        if !used.isEmpty {
+            // Recency is a hint: a read that cannot record it (a busy writer) still succeeds.
+            try? pool.write { db in
+                for id in used {
+                    try db.execute(sql: "UPDATE response SET lastAccess = ? WHERE id = ?", arguments: [now, id])
+                }
+            }
+        }
+        return responses
+    }
+
+    /// Stores `response`, replacing the one with the same key and variant, and evicts the least
+    /// recently used responses until the cache is within ``maxBytes``.
+    public func store(_ response: CachedResponse) throws(BrickError) {
+        let size = response.byteCount
+        guard size <= maxBytes / 4 else { return }
+        var bodyFile: String? = nil
+        if response.body.count > fileThreshold {
+            bodyFile = try writeBodyFile(response.body)
+        }
+        let now = Date().timeIntervalSince1970
+        let maxBytes = self.maxBytes
+        let removedFiles: [String]
+        do {
+            removedFiles = try pool.write { db -> [String] in
+                var removed: [String] = []
+                if let old = try String.fetchOne(
+                    db,
+                    sql: "SELECT bodyFile FROM response WHERE cacheKey = ? AND variant = ?",
+                    arguments: [response.key.description, response.variant]
+                ) {
+                    removed.append(old)
+                }
+                try db.execute(
+                    sql: """
+                        INSERT OR REPLACE INTO response
+                            (cacheKey, variant, status, headers, body, bodyFile, bodySize, url,
+                             requestTime, responseTime, storedAt, size, lastAccess)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        response.key.description, response.variant, response.status, Data(response.rawHeaders),
+                        bodyFile == nil ? response.body : nil, bodyFile, response.body.count, response.url,
+                        response.requestTime.timeIntervalSince1970, response.responseTime.timeIntervalSince1970,
+                        now, size, now,
+                    ]
+                )
+                removed += try Self.evict(db, toFit: maxBytes)
+                return removed
+            }
+        } catch {
+            if let bodyFile { unlink(bodiesDirectory + "/" + bodyFile) }
+            throw Self.storageError(error, doing: "store \(response.key)")
+        }
+        for file in removedFiles { unlink(bodiesDirectory + "/" + file) }
+    }
+
+    /// Removes every stored response for `key`.
+    public func removeCachedResponses(for key: CacheKey) throws(BrickError) {
+        try remove(where: "cacheKey = ?", [key.description], doing: "remove \(key)")
+    }
+
+    /// Removes every stored response.
+    public func removeAll() throws(BrickError) {
+        try remove(where: "1", [], doing: "remove everything")
+    }
+
+    // MARK: - Inspection
+
+    /// How many responses are stored.
+    public func count() throws(BrickError) -> Int {
+        do {
+            return try pool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM response") ?? 0 }
+        } catch {
+            throw Self.storageError(error, doing: "count")
+        }
+    }
+
+    /// The bytes the stored responses take, as the bound counts them.
+    public func totalBytes() throws(BrickError) -> Int {
+        do {
+            return try pool.read { try Int.fetchOne($0, sql: "SELECT bytes FROM total") ?? 0 }
+        } catch {
+            throw Self.storageError(error, doing: "measure")
+        }
+    }
+
+    /// SQLite's `PRAGMA integrity_check`: `"ok"`, or what is wrong.
+    public func integrityCheck() throws(BrickError) -> String {
+        do {
+            return try pool.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") ?? "" }
+        } catch {
+            throw Self.storageError(error, doing: "check")
+        }
+    }
+
+    // MARK: - Rows and files
+
+    private func response(from row: Row, key: CacheKey) -> CachedResponse? {
+        let bodySize: Int = row["bodySize"]
+        let body: Data
+        if let file = row["bodyFile"] as String? {
+            guard let data = FileManager.default.contents(atPath: bodiesDirectory + "/" + file), data.count == bodySize
+            else { return nil }
+            body = data
+        } else {
+            body = row["body"] ?? Data()
+            guard body.count == bodySize else { return nil }
+        }
+        let headers: Data = row["headers"]
+        return CachedResponse(
+            key: key,
+            variant: row["variant"],
+            status: row["status"],
+            headerFields: CachedResponse.headerFields(fromRaw: Array(headers)),
+            body: body,
+            url: row["url"],
+            requestTime: Date(timeIntervalSince1970: row["requestTime"]),
+            responseTime: Date(timeIntervalSince1970: row["responseTime"])
+        )
+    }
+
+    /// Writes a body to a new file under a temporary name, then renames it into place; returns its
+    /// name in ``bodiesDirectory``.
+    private func writeBodyFile(_ body: Data) throws(BrickError) -> String {
+        let name = UUID().uuidString.lowercased()
+        let temporary = bodiesDirectory + "/" + name + ".tmp"
+        let descriptor = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw BrickError(.storage, message: "cannot create \(temporary): \(String(cString: strerror(errno)))")
+        }
+        let failure: Int32? = body.withUnsafeBytes { bytes -> Int32? in
+            var offset = 0
+            while offset < bytes.count {
+                let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                offset += written
+            }
+            return nil
+        }
+        close(descriptor)
+        if let failure {
+            unlink(temporary)
+            throw BrickError(
+                .storage,
+                message: failure == ENOSPC ? "the disk is full: cannot write \(temporary)" : "cannot write \(temporary): \(String(cString: strerror(failure)))"
+            )
+        }
+        guard rename(temporary, bodiesDirectory + "/" + name) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary)
+            throw BrickError(.storage, message: "cannot move \(temporary) into place: \(reason)")
+        }
+        return name
+    }
+
+    /// Deletes the least recently used rows, one at a time, until the total fits; returns their
+    /// body files.
+    private static func evict(_ db: Database, toFit maxBytes: Int) throws -> [String] {
+        var files: [String] = []
+        var total = try Int.fetchOne(db, sql: "SELECT bytes FROM total") ?? 0
+        while total > maxBytes {
+            let victims = try Row.fetchAll(
+                db,
+                sql: "SELECT id, bodyFile, size FROM response ORDER BY lastAccess, id LIMIT 32"
+            )
+            if victims.isEmpty { break }
+            for victim in victims where total > maxBytes {
+                if let file = victim["bodyFile"] as String? { files.append(file) }
+                try db.execute(sql: "DELETE FROM response WHERE id = ?", arguments: [victim["id"] as Int64])
+                total -= victim["size"] as Int
+            }
+        }
+        return files
+    }
+
+    private func remove(where condition: String, _ arguments: StatementArguments, doing what: String) throws(BrickError) {
+        let files: [String]
+        do {
+            files = try pool.write { db in
+                let files = try String.fetchAll(
+                    db,
+                    sql: "SELECT bodyFile FROM response WHERE bodyFile IS NOT NULL AND \(condition)",
+                    arguments: arguments
+                )
+                try db.execute(sql: "DELETE FROM response WHERE \(condition)", arguments: arguments)
+                return files
+            }
+        } catch {
+            throw Self.storageError(error, doing: what)
+        }
+        for file in files { unlink(bodiesDirectory + "/" + file) }
+    }
+
+    /// Drops every entry when the cache was written with another version; returns their files.
+    private func dropIfOtherVersion() throws(BrickError) -> [String] {
+        let version = self.version
+        do {
+            return try pool.write { db -> [String] in
+                let stored = try Int.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'version'")
+                guard stored != version else { return [] }
+                let files = try String.fetchAll(db, sql: "SELECT bodyFile FROM response WHERE bodyFile IS NOT NULL")
+                try db.execute(sql: "DELETE FROM response")
+                try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('version', ?)", arguments: [version])
+                return stored == nil ? [] : files
+            }
+        } catch {
+            throw Self.storageError(error, doing: "check the version of \(path)")
+        }
+    }
+
+    /// Deletes body files no row names, once they are an hour old (younger ones may belong to a
+    /// write in flight in another process).
+    private func sweepOrphanFiles() {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: bodiesDirectory),
+            let referenced = try? pool.read({ try Set(String.fetchAll($0, sql: "SELECT bodyFile FROM response WHERE bodyFile IS NOT NULL")) })
+        else { return }
+        let cutoff = Date().addingTimeInterval(-3600)
+        for name in names where !referenced.contains(name) {
+            let file = bodiesDirectory + "/" + name
+            let modified = (try? FileManager.default.attributesOfItem(atPath: file)[.modificationDate]) as? Date
+            if let modified, modified < cutoff { unlink(file) }
+        }
+    }
+
+    // MARK: - Opening
+
+    private static func open(_ path: String) throws -> DatabasePool {
+        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if descriptor >= 0 { close(descriptor) }
+        var configuration = Configuration()
+        configuration.label = "BrickOffline.ResponseCache"
+        configuration.busyMode = .timeout(5)
+        configuration.prepareDatabase { db in
+            // A cache: losing the last commits on power loss is acceptable; a kill -9 loses nothing.
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        let pool = try DatabasePool(path: path, configuration: configuration)
+        try pool.read { db in
+            let check = try String.fetchOne(db, sql: "PRAGMA quick_check") ?? "ok"
+            if check != "ok" {
+                throw DatabaseError(resultCode: .SQLITE_CORRUPT, message: "quick_check: \(check)")
+            }
+        }
+        try migrator.migrate(pool)
+        return pool
+    }
+
+    private static func moveAside(_ path: String) throws -> String {
+        let target = "\(path).corrupt-\(Int(Date().timeIntervalSince1970 * 1000))"
+        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+            guard rename(path + suffix, target + suffix) == 0 else {
+                throw BrickError(.storage, message: "cannot move the damaged cache \(path) aside: \(String(cString: strerror(errno)))")
+            }
+        }
+        return target
+    }
+
+    private static let migrator: DatabaseMigrator = {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE meta (name TEXT PRIMARY KEY, value);
+                    CREATE TABLE response (
+                        id INTEGER PRIMARY KEY,
+                        cacheKey TEXT NOT NULL,
+                        variant TEXT NOT NULL,
+                        status INTEGER NOT NULL,
+                        headers BLOB NOT NULL,
+                        body BLOB,
+                        bodyFile TEXT,
+                        bodySize INTEGER NOT NULL,
+                        url TEXT NOT NULL,
+                        requestTime REAL NOT NULL,
+                        responseTime REAL NOT NULL,
+                        storedAt REAL NOT NULL,
+                        size INTEGER NOT NULL,
+                        lastAccess REAL NOT NULL,
+                        UNIQUE (cacheKey, variant)
+                    );
+                    CREATE INDEX response_recency ON response(lastAccess, id);
+                    CREATE TABLE total (id INTEGER PRIMARY KEY CHECK (id = 0), bytes INTEGER NOT NULL);
+                    INSERT INTO total (id, bytes) VALUES (0, 0);
+                    CREATE TRIGGER response_added AFTER INSERT ON response
+                        BEGIN UPDATE total SET bytes = bytes + NEW.size; END;
+                    CREATE TRIGGER response_removed AFTER DELETE ON response
+                        BEGIN UPDATE total SET bytes = bytes - OLD.size; END;
+                    CREATE TRIGGER response_resized AFTER UPDATE OF size ON response
+                        BEGIN UPDATE total SET bytes = bytes - OLD.size + NEW.size; END;
+                    """
+            )
+        }
+        return migrator
+    }()
+
+    private static func storageError(_ error: any Error, doing what: String) -> BrickError {
+        if let error = error as? BrickError { return error }
+        if let error = error as? DatabaseError {
+            switch error.resultCode {
+            case .SQLITE_FULL:
+                return BrickError(.storage, message: "cannot \(what): the disk is full", underlying: error)
+            case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+                return BrickError(.storage, message: "cannot \(what): the cache file is damaged", underlying: error)
+            default:
+                return BrickError(.storage, message: "cannot \(what): \(error.message ?? "\(error.resultCode)")", underlying: error)
+            }
+        }
+        return BrickError(.storage, message: "cannot \(what): \(error.localizedDescription)", underlying: error)
+    }
+}

@@ -1,0 +1,254 @@
+import BrickOffline
+import BrickRequest
+import BrickTestServer
+import Foundation
+import HTTPTypes
+import Testing
+
+/// A cached GET on a session of the test's own.
+final class DiskCachedGet: Component, GETRequestType, NonAutoRetryType, CachedResponseType, DataResponseType {
+    let urlString: String
+    let session: Session
+    let cachePolicy: CachePolicy
+    init(_ url: String, session: Session, policy: CachePolicy = .http) {
+        self.urlString = url
+        self.session = session
+        self.cachePolicy = policy
+        super.init()
+    }
+}
+
+/// The same resource read as a model it does not fit.
+final class MisfitGet: Component, GETRequestType, NonAutoRetryType, CachedResponseType, DecodableResponseType {
+    struct Model: Decodable, Sendable { var missing: [Int] }
+    let urlString: String
+    let session: Session
+    var cachePolicy: CachePolicy { .cacheOnly }
+    init(_ url: String, session: Session) {
+        self.urlString = url
+        self.session = session
+        super.init()
+    }
+}
+
+/// FNV-1a, 64 bits, hex (as brick-offline-probe writes it in `X-Digest`).
+func fnv1a(_ data: Data) -> String {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in data {
+        hash ^= UInt64(byte)
+        hash = hash &* 0x100_0000_01b3
+    }
+    return String(hash, radix: 16)
+}
+
+func stored(_ url: String, bytes: Int, fields: HTTPFields = [:]) -> CachedResponse {
+    CachedResponse(
+        key: CacheKey(method: "GET", url: url),
+        variant: "",
+        status: 200,
+        headerFields: fields,
+        body: Data((0..<bytes).map { UInt8(truncatingIfNeeded: $0) }),
+        url: url,
+        requestTime: Date(),
+        responseTime: Date()
+    )
+}
+
+func key(_ url: String) -> CacheKey { CacheKey(method: "GET", url: url) }
+
+@Suite("SQLiteResponseCache on disk", .timeLimit(.minutes(1)))
+struct SQLiteResponseCacheTests {
+    @Test("survives a restart: a new cache object (and session) reads what the last one stored, with no server")
+    func restart() async throws {
+        try await withDirectory { directory in
+            let url: String
+            let body: Data?
+            do {
+                let server = try await BrickTestServer.start()
+                url = server.baseURL + "/cache/profile?max_age=600"
+                let session = Session(configuration: .init(responseCache: try SQLiteResponseCache(name: "api", directory: directory)))
+                body = await DiskCachedGet(url, session: session).response().data
+                await server.shutdown()
+            }
+            let session = Session(configuration: .init(responseCache: try SQLiteResponseCache(name: "api", directory: directory)))
+            let read = await DiskCachedGet(url, session: session).response()
+            #expect(read.source == .cache)
+            #expect(!read.isStale)
+            #expect(read.data == body)
+            #expect(FileManager.default.fileExists(atPath: directory.path + "/api.cache.sqlite"))
+        }
+    }
+
+    @Test("MiniCache: named caches share nothing; a missing key is a miss; remove one; remove all")
+    func namesAndRemoval() throws {
+        let path = NSTemporaryDirectory() + "brick-cache-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = URL(fileURLWithPath: path)
+        let first = try SQLiteResponseCache(name: "first", directory: directory)
+        let second = try SQLiteResponseCache(name: "second", directory: directory)
+        #expect(try first.cachedResponses(for: key("http://h/a")).isEmpty)
+        try first.store(stored("http://h/a", bytes: 10))
+        try first.store(stored("http://h/b", bytes: 20))
+        #expect(try first.cachedResponses(for: key("http://h/a")).first?.body.count == 10)
+        #expect(try second.cachedResponses(for: key("http://h/a")).isEmpty)
+        try second.store(stored("http://h/a", bytes: 30))
+        #expect(try first.cachedResponses(for: key("http://h/a")).first?.body.count == 10, "the other cache's write changed nothing")
+        try first.removeCachedResponses(for: key("http://h/a"))
+        #expect(try first.cachedResponses(for: key("http://h/a")).isEmpty)
+        #expect(try first.count() == 1)
+        try first.removeAll()
+        #expect(try first.count() == 0)
+        #expect(try first.totalBytes() == 0)
+        #expect(try second.count() == 1)
+    }
+
+    @Test("MiniCache: another version drops every entry; the same version keeps them")
+    func versions() throws {
+        let path = NSTemporaryDirectory() + "brick-cache-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = URL(fileURLWithPath: path)
+        do {
+            let cache = try SQLiteResponseCache(name: "v", directory: directory, version: 1, fileThreshold: 100)
+            try cache.store(stored("http://h/small", bytes: 10))
+            try cache.store(stored("http://h/big", bytes: 1000))
+        }
+        #expect(try SQLiteResponseCache(name: "v", directory: directory, version: 1).count() == 2)
+        let newer = try SQLiteResponseCache(name: "v", directory: directory, version: 2)
+        #expect(try newer.count() == 0)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: newer.bodiesDirectory).isEmpty, "body files went too")
+        try newer.store(stored("http://h/small", bytes: 5))
+        #expect(try newer.cachedResponses(for: key("http://h/small")).first?.body.count == 5)
+    }
+
+    @Test("MiniCache: a garbage file is moved aside and a working cache made in its place")
+    func corruptFile() throws {
+        let path = NSTemporaryDirectory() + "brick-cache-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let garbage = Data((0..<8192).map { _ in UInt8.random(in: 0...255) })
+        try garbage.write(to: URL(fileURLWithPath: path + "/broken.cache.sqlite"))
+        let cache = try SQLiteResponseCache(name: "broken", directory: URL(fileURLWithPath: path))
+        let aside = try #require(cache.recoveredFile)
+        #expect(FileManager.default.contents(atPath: aside) == garbage)
+        #expect(try cache.cachedResponses(for: key("http://h/a")).isEmpty)
+        try cache.store(stored("http://h/a", bytes: 10))
+        #expect(try cache.cachedResponses(for: key("http://h/a")).count == 1)
+        #expect(try cache.integrityCheck() == "ok")
+    }
+
+    @Test("MiniCache: a stored body that does not decode as the model is a serialization error; other keys are untouched")
+    func typeMismatch() async throws {
+        try await withServer { server in
+            try await withDirectory { directory in
+                let session = Session(configuration: .init(responseCache: try SQLiteResponseCache(name: "m", directory: directory)))
+                let url = server.baseURL + "/cache/model?max_age=600"
+                let other = server.baseURL + "/cache/other?max_age=600"
+                _ = await DiskCachedGet(url, session: session).response()
+                _ = await DiskCachedGet(other, session: session).response()
+                let misfit = await MisfitGet(url, session: session).response()
+                #expect(misfit.error?.code == .serializationFailed)
+                #expect(misfit.source == .cache)
+                #expect(await DiskCachedGet(other, session: session, policy: .cacheOnly).response().value != nil)
+                #expect(await DiskCachedGet(url, session: session, policy: .cacheOnly).response().value != nil)
+            }
+        }
+    }
+
+    @Test("large bodies live in files; a body file that went missing is a miss, not a crash")
+    func bodyFiles() throws {
+        let path = NSTemporaryDirectory() + "brick-cache-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let cache = try SQLiteResponseCache(name: "files", directory: URL(fileURLWithPath: path), fileThreshold: 1000)
+        try cache.store(stored("http://h/big", bytes: 200_000))
+        try cache.store(stored("http://h/small", bytes: 500))
+        let files = try FileManager.default.contentsOfDirectory(atPath: cache.bodiesDirectory)
+        #expect(files.count == 1)
+        #expect(try cache.cachedResponses(for: key("http://h/big")).first?.body == stored("http://h/big", bytes: 200_000).body)
+        // Replacing the entry replaces its file.
+        try cache.store(stored("http://h/big", bytes: 100_000))
+        let replaced = try FileManager.default.contentsOfDirectory(atPath: cache.bodiesDirectory)
+        #expect(replaced.count == 1 && replaced != files)
+        try FileManager.default.removeItem(atPath: cache.bodiesDirectory + "/" + replaced[0])
+        #expect(try cache.cachedResponses(for: key("http://h/big")).isEmpty)
+        #expect(try cache.cachedResponses(for: key("http://h/small")).count == 1)
+    }
+
+    @Test("eviction keeps the cache under its bound, least recently used first")
+    func eviction() throws {
+        let path = NSTemporaryDirectory() + "brick-cache-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let cache = try SQLiteResponseCache(
+            name: "lru",
+            directory: URL(fileURLWithPath: path),
+            maxBytes: 100_000,
+            fileThreshold: 3000,
+            recencyGranularity: .zero
+        )
+        for index in 0..<10 { try cache.store(stored("http://h/\(index)", bytes: 5000)) }
+        // Entry 0 is read (used) before the cache overflows: it outlives entries 1, 2, ….
+        _ = try cache.cachedResponses(for: key("http://h/0"))
+        for index in 10..<60 { try cache.store(stored("http://h/\(index)", bytes: 5000)) }
+        #expect(try cache.totalBytes() <= 100_000)
+        #expect(try cache.count() < 60)
+        #expect(try cache.cachedResponses(for: key("http://h/1")).isEmpty)
+        #expect(try cache.cachedResponses(for: key("http://h/59")).count == 1)
+        // Files of evicted entries are deleted with them.
+        let files = try FileManager.default.contentsOfDirectory(atPath: cache.bodiesDirectory)
+        #expect(files.count == (try cache.count()))
+        // A response over a quarter of the bound is not stored at all.
+        try cache.store(stored("http://h/huge", bytes: 30_000))
+        #expect(try cache.cachedResponses(for: key("http://h/huge")).isEmpty)
+    }
+
+    @Test("a second process reads what the first stored")
+    func secondProcess() async throws {
+        try await withDirectory { directory in
+            let lines = try await CrashTests.Probe(["cache-store", directory.path, "shared", "200"]).wait()
+            #expect(lines.last == "stored 200")
+            let cache = try SQLiteResponseCache(name: "shared", directory: directory)
+            #expect(try cache.count() == 200)
+            for index in [0, 99, 199] {
+                let read = try cache.cachedResponses(for: key("http://probe/item/\(index)"))
+                #expect(read.first.map { String(decoding: $0.body, as: UTF8.self) } == "item \(index)")
+            }
+        }
+    }
+
+    @Test("kill -9 during writes, 8 times, while this process reads: readable, integrity ok, no half entry")
+    func killDuringWrites() async throws {
+        try await withDirectory { directory in
+            var acknowledged = 0
+            var checked = 0
+            for cycle in 0..<8 {
+                let probe = try CrashTests.Probe(["cache-write", directory.path, "crash"])
+                let reader = try SQLiteResponseCache(name: "crash", directory: directory, maxBytes: 64 * 1024 * 1024)
+                let deadline = ContinuousClock.now + .milliseconds(Int.random(in: 300...700))
+                while ContinuousClock.now < deadline {
+                    // Reading while the other process writes: every response read is whole.
+                    for index in 0..<50 {
+                        for response in try reader.cachedResponses(for: key("http://probe/k/\(index)")) {
+                            #expect(response.headerFields[HTTPField.Name("X-Digest")!] == fnv1a(response.body))
+                            checked += 1
+                        }
+                    }
+                }
+                let lines = await probe.kill()
+                acknowledged += lines.filter { $0.hasPrefix("ack ") }.count
+                let cache = try SQLiteResponseCache(name: "crash", directory: directory, maxBytes: 64 * 1024 * 1024)
+                #expect(try cache.integrityCheck() == "ok", "cycle \(cycle)")
+                for index in 0..<50 {
+                    for response in try cache.cachedResponses(for: key("http://probe/k/\(index)")) {
+                        #expect(
+                            response.headerFields[HTTPField.Name("X-Digest")!] == fnv1a(response.body),
+                            "cycle \(cycle): key \(index) holds a half entry"
+                        )
+                        checked += 1
+                    }
+                }
+            }
+            #expect(acknowledged > 50, "only \(acknowledged) stores acknowledged")
+            #expect(checked > 50)
+            print("cache crash: \(acknowledged) stores over 8 kills, \(checked) responses read whole")
+        }
+    }
+}
