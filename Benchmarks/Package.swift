@@ -14,6 +14,7 @@ let package = Package(
     products: [
         .executable(name: "brick-bench", targets: ["BrickBench"]),
         .executable(name: "offline-bench", targets: ["OfflineBench"]),
+        .executable(name: "cache-bench", targets: ["CacheBench"]),
     ],
     dependencies: [
         .package(path: "..")
@@ -28,6 +29,14 @@ let package = Package(
             dependencies: [
                 .product(name: "BrickOffline", package: parentIdentity),
                 .product(name: "BrickRequest", package: parentIdentity),
+            ]
+        ),
+        .executableTarget(
+            name: "CacheBench",
+            dependencies: [
+                .product(name: "BrickOffline", package: parentIdentity),
+                .product(name: "BrickRequest", package: parentIdentity),
+                .product(name: "BrickTestServer", package: parentIdentity),
             ]
         ),
     ]

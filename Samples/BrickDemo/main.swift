@@ -138,6 +138,19 @@ enum DemoServer {
 
 // MARK: - Run
 
+/// A timeline that is still shown when the network is gone: the server's when it answers, the
+/// stored one when it cannot be reached.
+final class GetTimeline: Component, GETRequestType, SoftAutoRetryType, CachedResponseType, StringResponseType {
+    let urlString: String
+    let session: Session
+    var cachePolicy: CachePolicy { .networkElseCache }
+    init(url: String, session: Session) {
+        self.urlString = url
+        self.session = session
+        super.init()
+    }
+}
+
 @main
 struct BrickDemo {
     static func main() async {
@@ -227,7 +240,11 @@ struct BrickDemo {
         //    delivered, in order, once it is back.
         if DemoServer.local != nil { ok = await offlineDelivery() && ok }
 
-        // 9. What the session would send, as a curl command.
+        // 9. Offline reads: a timeline read online is stored on disk; with its server stopped it is
+        //    read again from the cache.
+        if DemoServer.local != nil { ok = await offlineReads() && ok }
+
+        // 10. What the session would send, as a curl command.
         print("  curl equivalent of GetUser: \(Session.api.cURLDescription(for: GetUser(userID: "100")).prefix(110))…")
         exit(ok ? 0 : 1)
     }
@@ -265,6 +282,36 @@ struct BrickDemo {
             return delivered == ["amount=12", "amount=7", "amount=30"]
         } catch {
             print("✘ offline queue: \(error)")
+            return false
+        }
+    }
+
+    /// Reads a timeline with `.networkElseCache`, stops its server, and reads it again: the stored
+    /// response, flagged stale, from a cache on disk.
+    static func offlineReads() async -> Bool {
+        do {
+            let directory = URL(fileURLWithPath: NSTemporaryDirectory() + "brick-demo-cache-\(getpid())")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let cache = try SQLiteResponseCache(name: "timeline", directory: directory)
+            let session = Session(configuration: .init(responseCache: cache))
+            let server = try await BrickTestServer.start()
+            let url = server.baseURL + "/cache/timeline?lm=0"
+            let online = await GetTimeline(url: url, session: session).response()
+            await server.shutdown()
+            let offline = await GetTimeline(url: url, session: session).response()
+            guard online.source == .network, offline.source == .cache, offline.isStale, offline.data == online.data,
+                let body = offline.value
+            else {
+                print("✘ offline reads: online \(online.source) \(online.error.map { "\($0)" } ?? ""), offline \(offline.source) \(offline.error.map { "\($0)" } ?? "")")
+                return false
+            }
+            print(
+                "✔ offline reads: with the server stopped, the timeline came from the cache on disk "
+                    + "(\(body.utf8.count) bytes, stale, age \(offline.age.map { "\($0.components.seconds) s" } ?? "?"))"
+            )
+            return true
+        } catch {
+            print("✘ offline reads: \(error)")
             return false
         }
     }

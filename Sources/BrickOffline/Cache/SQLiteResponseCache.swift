@@ -117,11 +117,10 @@ public final class SQLiteResponseCache: ResponseCache {
         let rows: [Row]
         do {
             rows = try pool.read { db in
-                try Row.fetchAll(
-                    db,
-                    sql: "SELECT * FROM response WHERE cacheKey = ? ORDER BY storedAt DESC, id DESC",
-                    arguments: [key.description]
+                let statement = try db.cachedStatement(
+                    sql: "SELECT * FROM response WHERE cacheKey = ? ORDER BY storedAt DESC, id DESC"
                 )
+                return try Row.fetchAll(statement, arguments: [key.description])
             }
         } catch {
             throw Self.storageError(error, doing: "read \(key)")
