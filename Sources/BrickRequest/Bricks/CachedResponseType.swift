@@ -26,7 +26,8 @@
 public protocol CachedResponseType: ResponseType {
     /// How the cache is used. Default ``CachePolicy/http``.
     var cachePolicy: CachePolicy { get }
-    /// Where responses are kept. Default the session's, ``Session/Configuration/responseCache``.
+    /// Where responses are kept. Default the session's, ``Session/Configuration/responseCache`` (its
+    /// replacement's, inside ``Session/withReplacement(_:isolation:operation:)``).
     var responseCache: any ResponseCache { get }
     /// Whether responses to requests that carry credentials (`Authorization`, or an
     /// ``AuthenticatedRequestType``'s) are stored even when the response does not say `public`,
@@ -39,7 +40,7 @@ extension CachedResponseType {
     /// ``CachePolicy/http``.
     public var cachePolicy: CachePolicy { .http }
     /// The session's cache.
-    public var responseCache: any ResponseCache { session.configuration.responseCache }
+    public var responseCache: any ResponseCache { session.resolved.configuration.responseCache }
     /// `false`.
     public var cachesAuthorizedResponses: Bool { false }
     /// From ``cachePolicy``, ``responseCache`` and ``cachesAuthorizedResponses``.

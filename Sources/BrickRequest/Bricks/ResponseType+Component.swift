@@ -22,7 +22,7 @@ extension ResponseType where Self: Component {
     nonisolated(nonsending) public func response() async -> Response<SerializedObject, BrickError> {
         let prepared = PreparedRequest(self)
         let serializer = responseSerializer
-        return await session.perform(prepared, lifecycle: lifecycle).response(serializer)
+        return await prepared.session.perform(prepared, lifecycle: lifecycle).response(serializer)
     }
 
     /// Every delivery of the request, in order: one, or two for a ``CachedResponseType`` endpoint
@@ -42,7 +42,7 @@ extension ResponseType where Self: Component {
     public func responses() -> AsyncStream<Response<SerializedObject, BrickError>> {
         let prepared = PreparedRequest(self)
         let serializer = responseSerializer
-        let (session, lifecycle) = (session, lifecycle)
+        let (session, lifecycle) = (prepared.session, lifecycle)
         let (stream, continuation) = AsyncStream.makeStream(of: Response<SerializedObject, BrickError>.self)
         let task = Task {
             let last = await session.perform(prepared, lifecycle: lifecycle) { early in
@@ -73,16 +73,19 @@ extension ResponseType where Self: Component {
 }
 
 extension RequestType where Self: Component {
-    /// Starts the request: renders it on the caller's side and hands it to its ``RequestType/session``.
-    /// The handler given to `response(_:)` receives the outcome; without one, the outcome is dropped.
+    /// Starts the request: renders it on the caller's side and hands it to its ``RequestType/session``
+    /// (or that session's replacement in this task: ``Session/withReplacement(_:isolation:operation:)``).
+    /// The handler given to `response(_:)` receives the outcome; without one — or for an endpoint
+    /// with no response brick — the request is sent all the same and its outcome dropped.
     /// A request runs once: later calls are ignored.
     @inlinable
     public func resume() {
+        let prepared = PreparedRequest(self)
         if let deliver = pendingDelivery {
             pendingDelivery = nil
-            session.execute(PreparedRequest(self), lifecycle: lifecycle, handler: deliver)
-        } else if let request = self as? any ResponseType {
-            request.fireAndForget()
+            prepared.session.execute(prepared, lifecycle: lifecycle, handler: deliver)
+        } else {
+            prepared.session.execute(prepared, lifecycle: lifecycle) { _ in }
         }
     }
 
@@ -113,16 +116,7 @@ extension RequestType where Self: Component {
         let previous = lifecycle.cancel()
         if previous == .waiting, let deliver = pendingDelivery {
             pendingDelivery = nil
-            session.deliverCancellation(to: deliver)
+            session.resolved.deliverCancellation(to: deliver)
         }
-    }
-}
-
-extension ResponseType {
-    /// Runs the request with no handler (``RequestType/resume()`` without `response(_:)`).
-    @usableFromInline
-    func fireAndForget() {
-        guard let component = self as? Component else { return }
-        session.execute(PreparedRequest(self), lifecycle: component.lifecycle) { _ in }
     }
 }

@@ -25,6 +25,8 @@ public final class RequestLifecycle: Sendable {
         var task: TransportTask?
         /// The destination's reachability when the last attempt failed for want of a network.
         var reachabilityAtFailure: ReachabilityStatus?
+        /// The session's set of running requests, while this one is in it.
+        var registry: RunningRequests?
     }
 
     private let storage = Lock(Storage())
@@ -40,12 +42,15 @@ public final class RequestLifecycle: Sendable {
 
     /// Moves from waiting to running. Returns `false` (and changes nothing) if the request already
     /// ran or was cancelled: a request runs at most once.
-    func begin() -> Bool {
-        storage.withLock {
+    func begin(registeringIn registry: RunningRequests? = nil) -> Bool {
+        let began = storage.withLock {
             guard $0.state == .waiting else { return false }
             $0.state = .running
+            $0.registry = registry
             return true
         }
+        if began { registry?.insert(self) }
+        return began
     }
 
     /// Records what is in flight — a transfer, or a retry wait — so ``cancel()`` can stop it; cancels
@@ -107,13 +112,18 @@ public final class RequestLifecycle: Sendable {
     /// be told); does nothing once completed.
     @discardableResult
     func cancel() -> RequestState {
-        let (previous, task) = storage.withLock { storage -> (RequestState, TransportTask?) in
+        let (previous, task, registry) = storage.withLock {
+            storage -> (RequestState, TransportTask?, RunningRequests?) in
             let previous = storage.state
-            guard previous != .completed && previous != .cancelled else { return (previous, nil) }
+            guard previous != .completed && previous != .cancelled else { return (previous, nil, nil) }
             storage.state = .cancelled
-            defer { storage.task = nil }
-            return (previous, storage.task)
+            defer {
+                storage.task = nil
+                storage.registry = nil
+            }
+            return (previous, storage.task, storage.registry)
         }
+        registry?.remove(self)
         task?.cancel()
         return previous
     }
@@ -127,13 +137,35 @@ public final class RequestLifecycle: Sendable {
     /// after the lock.
     func completeCountingRetries() -> (completed: Bool, retries: Int) {
         // The task comes out of the lock so that releasing it (and the transfer) happens after it.
-        let (_, completed, retries) = storage.withLock { storage -> (TransportTask?, Bool, Int) in
+        let (_, completed, retries, registry) = storage.withLock {
+            storage -> (TransportTask?, Bool, Int, RunningRequests?) in
             let finished = storage.task
+            let registry = storage.registry
             storage.task = nil
-            if storage.state == .cancelled { return (finished, false, storage.retryCount) }
+            storage.registry = nil
+            if storage.state == .cancelled { return (finished, false, storage.retryCount, registry) }
             storage.state = .completed
-            return (finished, true, storage.retryCount)
+            return (finished, true, storage.retryCount, registry)
         }
+        registry?.remove(self)
         return (completed, retries)
     }
+}
+
+/// The requests a session runs now: for ``Session/runningRequests`` and ``Session/cancelAll()``.
+/// A request enters when it begins and leaves when it completes or is cancelled.
+final class RunningRequests: Sendable {
+    private let table = Lock([ObjectIdentifier: RequestLifecycle]())
+
+    func insert(_ lifecycle: RequestLifecycle) {
+        table.withLock { $0[ObjectIdentifier(lifecycle)] = lifecycle }
+    }
+
+    func remove(_ lifecycle: RequestLifecycle) {
+        _ = table.withLock { $0.removeValue(forKey: ObjectIdentifier(lifecycle)) }
+    }
+
+    var count: Int { table.withLock { $0.count } }
+
+    var all: [RequestLifecycle] { table.withLock { Array($0.values) } }
 }

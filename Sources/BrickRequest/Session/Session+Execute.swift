@@ -9,6 +9,9 @@ import Logging
 /// request fewer); functions borrow it.
 @usableFromInline
 struct PreparedRequest: Sendable {
+    /// The session that runs it: the request's own, or its replacement in this task
+    /// (``Session/withReplacement(_:isolation:operation:)``).
+    @usableFromInline let session: Session
     let rendered: Result<TransportRequest, BrickError>
     let validation: ResponseValidation?
     var retry: AutoRetryConfiguration
@@ -17,7 +20,8 @@ struct PreparedRequest: Sendable {
 
     @usableFromInline
     init(_ request: some RequestType) {
-        let session = request.session
+        let session = request.session.resolved
+        self.session = session
         do {
             rendered = .success(try RequestRenderer.render(request, session: session, startsRequest: true))
         } catch {
@@ -233,7 +237,7 @@ extension Session {
     /// The checks before the first attempt, shared by both entry points: a request runs once, a
     /// rendering error is delivered, and `failWhenNotReachable` refuses an unreachable destination.
     private func admit(_ prepared: PreparedRequest, lifecycle: RequestLifecycle) -> Admission {
-        guard lifecycle.begin() else { return .finished(nil) }
+        guard lifecycle.begin(registeringIn: running) else { return .finished(nil) }
         switch prepared.rendered {
         case .failure(let error):
             _ = lifecycle.complete()

@@ -32,6 +32,8 @@ public final class Session: Sendable {
     public let reachability: any ReachabilityMonitor
     let callbacks: CallbackDispatcher
     package let clock: SessionClock
+    /// The requests running now.
+    let running = RunningRequests()
     /// Stored responses being revalidated in the background (`stale-while-revalidate`), so that
     /// each is revalidated once at a time.
     let backgroundRevalidations = Lock(Set<String>())
@@ -91,6 +93,18 @@ public final class Session: Sendable {
     /// }
     /// ```
     public var preferredTaskExecutor: (any TaskExecutor)? { transport.preferredTaskExecutor }
+
+    /// How many requests this session runs now: begun (by `resume()`, `response()`, `value`, …)
+    /// and not yet completed or cancelled, retry waits and requests parked until the network
+    /// returns included.
+    public var runningRequests: Int { running.count }
+
+    /// Cancels every request this session runs now; each delivers ``BrickError/cancelled`` to its
+    /// handler or awaiting caller, as ``RequestType/cancel()`` does. Requests started afterwards
+    /// run normally.
+    public func cancelAll() {
+        for lifecycle in running.all { lifecycle.cancel() }
+    }
 
     /// The session used by requests that do not choose one.
     public static let shared = Session()

@@ -1,0 +1,148 @@
+import BrickRequest
+import BrickTestServer
+import BrickTesting
+import Foundation
+import Synchronization
+import Testing
+
+/// A session that nothing answers: a test that reaches it without a replacement fails.
+enum Unreachable {
+    static let session = Session(
+        configuration: .init(originOverride: "http://127.0.0.1:9"),
+        reachability: AlwaysReachable()
+    )
+}
+
+protocol UnreachableSessionRequestType: SessionRequestType {}
+extension UnreachableSessionRequestType {
+    var session: Session { Unreachable.session }
+}
+
+/// An endpoint whose session comes from a brick, as `APISessionRequestType` in the README.
+final class BrickSessionUser: Component, GETRequestType, UnreachableSessionRequestType, NonAutoRetryType, StringResponseType {
+    var urlString: String { "https://api.example.com/users" }
+}
+
+/// An endpoint with no response brick: `resume()` must still send it. (`Ping` is another test's.)
+final class Ping2: Component, POSTRequestType, NonAutoRetryType {
+    let urlString: String
+    let session: Session
+    init(url: String, session: Session) {
+        self.urlString = url
+        self.session = session
+        super.init()
+    }
+}
+
+@Suite("Session replacement, resume() without a response brick, runningRequests and cancelAll")
+struct SessionReplacementTests {
+    static func stub(answering body: String) -> StubTransport {
+        let stub = StubTransport()
+        stub.stub(.get, "/users", StubResponse(body: Data(body.utf8)))
+        return stub
+    }
+
+    @Test("async: inside withReplacement the brick's session runs on the stub; outside, on its own")
+    func asyncForm() async throws {
+        let stub = Self.stub(answering: "Ada")
+        try await Unreachable.session.withReplacement(.testing(stub)) {
+            let direct = try await BrickSessionUser().value
+            #expect(direct == "Ada")
+            // Child tasks see it too.
+            async let child = BrickSessionUser().value
+            let fromChild = try await child
+            #expect(fromChild == "Ada")
+            let unstructured = Task { try await BrickSessionUser().value }
+            let fromTask = try await unstructured.value
+            #expect(fromTask == "Ada")
+        }
+        #expect(stub.requests.count == 3)
+        let outside = await BrickSessionUser().response()
+        #expect(outside.error?.code == .cannotConnect)
+        #expect(stub.requests.count == 3)
+    }
+
+    @Test("callback form: resume() inside the scope runs on the replacement, the handler gets its answer")
+    func callbackForm() async throws {
+        let stub = Self.stub(answering: "Grace")
+        let answer = try await Unreachable.session.withReplacement(.testing(stub)) {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
+                BrickSessionUser().response { response in
+                    continuation.resume(with: response.result.mapError { $0 as any Error })
+                }.resume()
+            }
+        }
+        #expect(answer == "Grace")
+        #expect(stub.requests.first?.urlString == "https://api.example.com/users")
+    }
+
+    @Test("parallel tasks with their own replacements never see each other's")
+    func parallel() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for name in ["one", "two", "three", "four"] {
+                group.addTask {
+                    let stub = Self.stub(answering: name)
+                    try await Unreachable.session.withReplacement(.testing(stub)) {
+                        for _ in 0..<25 {
+                            let answer = try await BrickSessionUser().value
+                            #expect(answer == name)
+                            await Task.yield()
+                        }
+                    }
+                    #expect(stub.requests.count == 25)
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    @Test("other sessions are untouched; scopes nest, the innermost wins")
+    func nesting() async throws {
+        let outer = Self.stub(answering: "outer")
+        let inner = Self.stub(answering: "inner")
+        let other = Session.testing(Self.stub(answering: "other"))
+        try await Unreachable.session.withReplacement(.testing(outer)) {
+            try await Session.shared.withReplacement(other) {
+                let first = try await BrickSessionUser().value
+                #expect(first == "outer")
+                try await Unreachable.session.withReplacement(.testing(inner)) {
+                    let nested = try await BrickSessionUser().value
+                    #expect(nested == "inner")
+                }
+                let last = try await BrickSessionUser().value
+                #expect(last == "outer")
+            }
+        }
+    }
+
+    @Test("resume() on an endpoint with no response brick sends it")
+    func resumeWithoutResponseBrick() async throws {
+        try await withServer { server in
+            let session = Session()
+            Ping2(url: server.baseURL + "/post", session: session).resume()
+            for _ in 0..<500 where server.requests(path: "/post").isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(server.requests(path: "/post").count == 1)
+        }
+    }
+
+    @Test("runningRequests counts requests in flight; cancelAll cancels each once")
+    func cancelAll() async throws {
+        try await withServer { server in
+            let session = Session()
+            let outcomes = Mutex<[BrickError.Code?]>([])
+            for _ in 0..<3 {
+                SessionGet(url: server.baseURL + "/delay/20", session: session).response { response in
+                    outcomes.withLock { $0.append(response.error?.code) }
+                }.resume()
+            }
+            for _ in 0..<500 where session.runningRequests < 3 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(session.runningRequests == 3)
+            session.cancelAll()
+            for _ in 0..<500 where outcomes.withLock({ $0.count }) < 3 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(outcomes.withLock { $0 } == [.cancelled, .cancelled, .cancelled])
+            #expect(session.runningRequests == 0)
+            let after = await SessionGet(url: server.baseURL + "/get", session: session).response()
+            #expect(after.status?.code == 200, "requests started after cancelAll run normally")
+        }
+    }
+}
