@@ -10,6 +10,10 @@
 /// - ``enableBackgroundRetry``: a failure of the offline class parks the request, spending no attempt,
 ///   until the destination is reachable again; `false` makes offline failures spend attempts.
 /// - ``failWhenNotReachable``: fail at once, without sending, when the destination has no route.
+/// - ``rule``: a ``RetryRule`` of your own, asked first after each attempt.
+///
+/// Two configurations are equal when their settings are, and their rules are both absent or of the
+/// same type.
 public struct AutoRetryConfiguration: Sendable, Hashable {
     /// How the wait between attempts grows.
     public enum Backoff: Sendable, Hashable {
@@ -36,6 +40,8 @@ public struct AutoRetryConfiguration: Sendable, Hashable {
     public var honorsRetryAfter: Bool
     /// The longest time from the first attempt to the last, or `nil` for no limit.
     public var maxTotalDuration: Duration?
+    /// A decision of your own, asked before the table after each attempt; `nil` for none.
+    public var rule: (any RetryRule)?
 
     /// Creates a configuration; every argument has a default.
     ///
@@ -48,6 +54,7 @@ public struct AutoRetryConfiguration: Sendable, Hashable {
     ///   - retryableStatusCodes: Statuses that are retried.
     ///   - honorsRetryAfter: Obey `Retry-After`.
     ///   - maxTotalDuration: Overall limit, or `nil`.
+    ///   - rule: A decision of your own, asked first; `nil` for none.
     public init(
         breakTime: Duration = .seconds(5),
         maxRetryCount: Int = 5,
@@ -56,8 +63,10 @@ public struct AutoRetryConfiguration: Sendable, Hashable {
         backoff: Backoff = .constant,
         retryableStatusCodes: Set<Int> = [408, 429, 500, 502, 503, 504],
         honorsRetryAfter: Bool = true,
-        maxTotalDuration: Duration? = nil
+        maxTotalDuration: Duration? = nil,
+        rule: (any RetryRule)? = nil
     ) {
+        self.rule = rule
         self.breakTime = breakTime
         self.maxRetryCount = max(0, maxRetryCount)
         self.enableBackgroundRetry = enableBackgroundRetry
@@ -67,6 +76,46 @@ public struct AutoRetryConfiguration: Sendable, Hashable {
         self.honorsRetryAfter = honorsRetryAfter
         self.maxTotalDuration = maxTotalDuration
     }
+
+    /// A configuration whose decisions come from `decide` first (``RetryDecision/useTable`` for the
+    /// table's), with the other settings at their defaults.
+    ///
+    /// - Parameters:
+    ///   - maxRetryCount: Retries after the first attempt (exact); bounds what `decide` asks for.
+    ///   - breakTime: The wait of a table decision.
+    ///   - decide: The decision.
+    /// - Returns: The configuration.
+    public static func custom(
+        maxRetryCount: Int = 5,
+        breakTime: Duration = .seconds(5),
+        _ decide: @escaping @Sendable (RetryContext) -> RetryDecision
+    ) -> AutoRetryConfiguration {
+        AutoRetryConfiguration(breakTime: breakTime, maxRetryCount: maxRetryCount, rule: ClosureRetryRule(decide))
+    }
+
+    /// Equal settings, and rules both absent or of the same type.
+    public static func == (lhs: AutoRetryConfiguration, rhs: AutoRetryConfiguration) -> Bool {
+        lhs.breakTime == rhs.breakTime && lhs.maxRetryCount == rhs.maxRetryCount
+            && lhs.enableBackgroundRetry == rhs.enableBackgroundRetry
+            && lhs.failWhenNotReachable == rhs.failWhenNotReachable && lhs.backoff == rhs.backoff
+            && lhs.retryableStatusCodes == rhs.retryableStatusCodes && lhs.honorsRetryAfter == rhs.honorsRetryAfter
+            && lhs.maxTotalDuration == rhs.maxTotalDuration && lhs.ruleType == rhs.ruleType
+    }
+
+    /// Hashes the settings and the rule's type.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(breakTime)
+        hasher.combine(maxRetryCount)
+        hasher.combine(enableBackgroundRetry)
+        hasher.combine(failWhenNotReachable)
+        hasher.combine(backoff)
+        hasher.combine(retryableStatusCodes)
+        hasher.combine(honorsRetryAfter)
+        hasher.combine(maxTotalDuration)
+        hasher.combine(ruleType)
+    }
+
+    private var ruleType: ObjectIdentifier? { rule.map { ObjectIdentifier(type(of: $0)) } }
 
     /// The defaults: 5 retries, 5 s apart.
     public static let `default` = AutoRetryConfiguration()

@@ -68,6 +68,27 @@ public enum RetryClassification {
 
     /// Whether a failure of this kind means the network is down (the ``RetryVerdict/parkUntilOnline``
     /// class), so that the destination's reachability decides what happens next.
+    /// Whether the retry engine needs to see `result` at all: the cheap check before it, so that
+    /// most results skip it. Never `false` for a result the engine could retry or park: a
+    /// response whose status the table retries (with retries allowed), any response when a
+    /// ``AutoRetryConfiguration/rule`` is set, any failure but cancellation and shutdown.
+    /// (`RetryEngineTests` checks this against the engine, kind by kind and status by status.)
+    ///
+    /// - Parameters:
+    ///   - result: The attempt's result.
+    ///   - configuration: The request's retry configuration.
+    /// - Returns: Whether to run the engine.
+    package static func mayRetry(_ result: Result<TransportResponse, TransportError>, configuration: AutoRetryConfiguration) -> Bool {
+        switch result {
+        case .success(let response):
+            // A status is retried or delivered, never parked: with no retries allowed, delivered.
+            guard configuration.maxRetryCount > 0 else { return false }
+            return configuration.rule != nil || configuration.retryableStatusCodes.contains(response.status.code)
+        case .failure(let error):
+            return error.kind != .cancelled && error.kind != .shutdown
+        }
+    }
+
     /// Whether a failure means the server could not be reached (no route, no name, refused or
     /// failed connection, timeout, connection reset): what a cache may answer in its place.
     static func meansUnreachable(_ kind: TransportError.Kind) -> Bool {

@@ -74,8 +74,32 @@ public struct RetryEngine: Sendable {
     ///   - outcome: What the attempt produced.
     ///   - elapsed: Time since the first attempt started.
     ///   - isReachable: Whether the destination is reachable now (`nil`: unknown).
+    ///   - response: The response, for the configuration's ``AutoRetryConfiguration/rule``.
     /// - Returns: The action to perform.
-    public mutating func attemptFinished(_ outcome: Outcome, elapsed: Duration, isReachable: Bool?) -> Action {
+    public mutating func attemptFinished(
+        _ outcome: Outcome,
+        elapsed: Duration,
+        isReachable: Bool?,
+        response: TransportResponse? = nil
+    ) -> Action {
+        if let rule = configuration.rule {
+            var context = RetryContext(attempt: retryCount + 1, response: response, elapsed: elapsed, isIdempotent: isIdempotent)
+            if case .failure(let error) = outcome { context.error = error }
+            if case .response(let status, _) = outcome, response == nil {
+                context.response = TransportResponse(status: .init(code: status))
+            }
+            switch rule.decide(context) {
+            case .useTable:
+                break
+            case .fail:
+                lastReason = "the retry rule said fail"
+                return .deliver
+            case .retry:
+                return retry(after: .zero, elapsed: elapsed, reason: "the retry rule said retry")
+            case .retryAfter(let delay):
+                return retry(after: max(.zero, delay), elapsed: elapsed, reason: "the retry rule said retry after \(delay)")
+            }
+        }
         let verdict: RetryVerdict
         var retryAfter: Duration? = nil
         switch outcome {
@@ -115,6 +139,21 @@ public struct RetryEngine: Sendable {
             retryCount += 1
             return delay == .zero ? .retry : .retryAfter(delay)
         }
+    }
+
+    /// A retry the rule asked for, within the count and time limits.
+    private mutating func retry(after delay: Duration, elapsed: Duration, reason: String) -> Action {
+        lastReason = reason
+        guard retryCount < configuration.maxRetryCount else {
+            lastReason = "no retries left (\(configuration.maxRetryCount) allowed): " + reason
+            return .deliver
+        }
+        if let limit = configuration.maxTotalDuration, elapsed + delay > limit {
+            lastReason = "the next attempt would pass the total time limit"
+            return .deliver
+        }
+        retryCount += 1
+        return delay == .zero ? .retry : .retryAfter(delay)
     }
 
     /// The backoff delay after the n-th failure (1-based), jitter included.

@@ -371,14 +371,7 @@ extension Session {
         prepared: PreparedRequest,
         lifecycle: RequestLifecycle
     ) -> Bool {
-        let retryable: Bool
-        switch result {
-        case .success(let response):
-            // A status is retried or delivered, never parked: with no retries allowed, delivered.
-            retryable =
-                prepared.retry.maxRetryCount > 0 && prepared.retry.retryableStatusCodes.contains(response.status.code)
-        case .failure(let error): retryable = error.kind != .cancelled && error.kind != .shutdown
-        }
+        let retryable = RetryClassification.mayRetry(result, configuration: prepared.retry)
         return retryable && !lifecycle.isCancelled  // the lock only when it matters
     }
 
@@ -414,13 +407,15 @@ extension Session {
         while true {
             if lifecycle.isCancelled { return Self.cancelled(after: result) }
             let outcome: RetryEngine.Outcome
+            var response: TransportResponse? = nil
             // The network matters only to a failure that means "no network": other outcomes cost
             // no route lookup.
             var status = ReachabilityStatus.unknown
             switch result {
-            case .success(let response):
-                let retryAfter = response.headerFields[.retryAfter].flatMap { RetryAfterParsing.delay($0, now: Date()) }
-                outcome = .response(status: response.status.code, retryAfter: retryAfter)
+            case .success(let arrived):
+                let retryAfter = arrived.headerFields[.retryAfter].flatMap { RetryAfterParsing.delay($0, now: Date()) }
+                outcome = .response(status: arrived.status.code, retryAfter: retryAfter)
+                response = arrived
             case .failure(let error):
                 outcome = .failure(error)
                 if RetryClassification.waitsForNetwork(error.kind) {
@@ -431,7 +426,8 @@ extension Session {
             let action = engine.attemptFinished(
                 outcome,
                 elapsed: clock.elapsed(),
-                isReachable: status == .unknown ? nil : status == .reachable
+                isReachable: status == .unknown ? nil : status == .reachable,
+                response: response
             )
             switch action {
             case .deliver:
