@@ -15,7 +15,7 @@ package enum AttemptOutcome: Sendable, Hashable {
 }
 
 /// What a queue does after an attempt: the pure decision at the heart of offline delivery,
-/// tested by a table without I/O (as ``RetryEngine``'s state machine is).
+/// tested by a table without I/O (as BrickRequest's retry engine is).
 package enum DeliveryDecision: Sendable, Hashable {
     /// Delivered: remove the entry.
     case delivered

@@ -45,7 +45,7 @@ public final class Authenticator: Sendable {
     }
 
     /// How many refreshes have run (for tests and metrics).
-    public var refreshCount: Int { state.withLock { $0.refreshCount } }
+    package var refreshCount: Int { state.withLock { $0.refreshCount } }
 
     /// The credential's header fields and the generation they belong to.
     package func credential() async throws -> (headers: [String: String], generation: Int) {

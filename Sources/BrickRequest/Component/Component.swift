@@ -25,7 +25,7 @@ open class Component: Hashable {
     /// The request's parameters.
     public let parameterBuilder: ParameterBuilder
     /// State, retry count and the transfer in flight, shared with the session.
-    public let lifecycle = RequestLifecycle()
+    @usableFromInline package let lifecycle = RequestLifecycle()
     /// The handler registered by `response(_:)`, taking the outcome before serialization; cleared
     /// when the request starts or is cancelled before it starts.
     /// (Exclusivity unchecked: a component is used from one thread at a time and this is never

@@ -18,7 +18,8 @@ public enum RequestState: Sendable, Hashable {
 
 /// The mutable life of one request — state, retry count, the transfer in flight — shared by the
 /// ``Component`` and the ``Session`` that runs it. One lock guards it all.
-public final class RequestLifecycle: Sendable {
+@usableFromInline
+package final class RequestLifecycle: Sendable {
     private struct Storage {
         var state: RequestState = .waiting
         var retryCount = 0
@@ -32,13 +33,13 @@ public final class RequestLifecycle: Sendable {
     private let storage = Lock(Storage())
 
     /// Creates a lifecycle in ``RequestState/waiting``.
-    public init() {}
+    package init() {}
 
     /// The current state.
-    public var state: RequestState { storage.withLock { $0.state } }
+    package var state: RequestState { storage.withLock { $0.state } }
 
     /// Retries made so far.
-    public var retryCount: Int { storage.withLock { $0.retryCount } }
+    package var retryCount: Int { storage.withLock { $0.retryCount } }
 
     /// Moves from waiting to running. Returns `false` (and changes nothing) if the request already
     /// ran or was cancelled: a request runs at most once.

@@ -2,14 +2,14 @@ import FoundationEssentials
 
 /// Parses `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date (IMF-fixdate, RFC 850
 /// or asctime form).
-public enum RetryAfterParsing {
+package enum RetryAfterParsing {
     /// The delay a `Retry-After` value asks for, measured from `now`.
     ///
     /// - Parameters:
     ///   - value: The header's value.
     ///   - now: The current time (a date in the past gives zero).
     /// - Returns: The delay, or `nil` when the value is neither a number of seconds nor a date.
-    public static func delay(_ value: String, now: Date) -> Duration? {
+    package static func delay(_ value: String, now: Date) -> Duration? {
         let trimmed = value.trimmingSpacesAndTabs()
         if let seconds = trimmed.decimalDigitsValue { return .seconds(seconds) }
         guard let date = HTTPDate.parse(trimmed, now: now) else { return nil }

@@ -1,5 +1,5 @@
 /// What to do after an attempt fails: the verdict of ``RetryClassification``.
-public enum RetryVerdict: Sendable, Hashable {
+package enum RetryVerdict: Sendable, Hashable {
     /// The network is down: wait until the destination is reachable, spending no attempt
     /// (with ``AutoRetryConfiguration/enableBackgroundRetry``; otherwise treated as ``backOffAndRetry``).
     case parkUntilOnline
@@ -31,14 +31,14 @@ public enum RetryVerdict: Sendable, Hashable {
 ///
 /// A failure after request bytes were sent has an unknown outcome: for a request that is not
 /// idempotent (no `Idempotency-Key`), every verdict becomes fatal ("outcome unknown").
-public enum RetryClassification {
+package enum RetryClassification {
     /// The verdict for a transport failure.
     ///
     /// - Parameters:
     ///   - error: The failure.
     ///   - isIdempotent: Whether the request may be repeated safely.
     /// - Returns: The verdict and a one-line reason.
-    public static func verdict(for error: TransportError, isIdempotent: Bool) -> (verdict: RetryVerdict, reason: String)
+    package static func verdict(for error: TransportError, isIdempotent: Bool) -> (verdict: RetryVerdict, reason: String)
     {
         let (verdict, reason) = base(error.kind)
         if verdict != .fatal && error.requestBytesSent && !isIdempotent {
@@ -54,7 +54,7 @@ public enum RetryClassification {
     ///   - configuration: The retry configuration (its retryable statuses).
     ///   - isIdempotent: Whether the request may be repeated safely.
     /// - Returns: The verdict and a one-line reason.
-    public static func verdict(
+    package static func verdict(
         forStatus status: Int,
         configuration: AutoRetryConfiguration,
         isIdempotent: Bool

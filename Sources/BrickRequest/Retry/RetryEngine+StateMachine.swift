@@ -18,9 +18,9 @@ import Glibc
 ///
 /// A `Retry-After` header (when ``AutoRetryConfiguration/honorsRetryAfter``) is never undercut: the
 /// delay is at least what the server asked, capped at ``RetryEngine/maximumRetryAfter``.
-public struct RetryEngine: Sendable {
+package struct RetryEngine: Sendable {
     /// What the session does next.
-    public enum Action: Sendable, Hashable {
+    package enum Action: Sendable, Hashable {
         /// Send the request again now.
         case retry
         /// Wait this long (on the session's clock), then send again.
@@ -32,7 +32,7 @@ public struct RetryEngine: Sendable {
     }
 
     /// The outcome of one attempt, as the engine sees it.
-    public enum Outcome: Sendable, Hashable {
+    package enum Outcome: Sendable, Hashable {
         /// A response arrived; `retryAfter` is its `Retry-After` delay, if any.
         case response(status: Int, retryAfter: Duration?)
         /// The transport failed.
@@ -40,16 +40,16 @@ public struct RetryEngine: Sendable {
     }
 
     /// The longest `Retry-After` obeyed: 10 minutes. Longer requests are capped.
-    public static let maximumRetryAfter: Duration = .seconds(600)
+    package static let maximumRetryAfter: Duration = .seconds(600)
 
     /// The configuration in force.
-    public let configuration: AutoRetryConfiguration
+    package let configuration: AutoRetryConfiguration
     /// Whether the request may be repeated (idempotent method or `Idempotency-Key`).
-    public let isIdempotent: Bool
+    package let isIdempotent: Bool
     /// Retries made so far (attempts spent, parking excluded).
-    public private(set) var retryCount = 0
+    package private(set) var retryCount = 0
     /// The reason for the last decision, for logs.
-    public private(set) var lastReason = ""
+    package private(set) var lastReason = ""
     private let random: @Sendable (Double) -> Double
 
     /// Creates an engine for one logical request.
@@ -58,7 +58,7 @@ public struct RetryEngine: Sendable {
     ///   - configuration: The retry configuration.
     ///   - isIdempotent: Whether the request may be repeated.
     ///   - random: Returns a uniform value in `0…upperBound` (injected for tests).
-    public init(
+    package init(
         configuration: AutoRetryConfiguration,
         isIdempotent: Bool,
         random: @escaping @Sendable (Double) -> Double = { Double.random(in: 0...$0) }
@@ -76,7 +76,7 @@ public struct RetryEngine: Sendable {
     ///   - isReachable: Whether the destination is reachable now (`nil`: unknown).
     ///   - response: The response, for the configuration's ``AutoRetryConfiguration/rule``.
     /// - Returns: The action to perform.
-    public mutating func attemptFinished(
+    package mutating func attemptFinished(
         _ outcome: Outcome,
         elapsed: Duration,
         isReachable: Bool?,
@@ -160,7 +160,7 @@ public struct RetryEngine: Sendable {
     ///
     /// - Parameter failure: Which failure this is (1 for the first).
     /// - Returns: The delay.
-    public func backoffDelay(afterFailure failure: Int) -> Duration {
+    package func backoffDelay(afterFailure failure: Int) -> Duration {
         switch configuration.backoff {
         case .constant:
             return configuration.breakTime

@@ -122,12 +122,13 @@ public final class CurlTransport: Transport {
     }
 
     /// Requests in flight (started and not yet completed). For tests and diagnostics.
-    public var activeTransferCount: Int { driver.statistics.activeTransfers.load(ordering: .relaxed) }
+    package var activeTransferCount: Int { driver.statistics.activeTransfers.load(ordering: .relaxed) }
 
     /// How many times a standby thread took the I/O over from work that ran longer than
-    /// ``Configuration/stallLimit``. For tests and diagnostics.
+    /// ``Configuration/stallLimit``: a count that grows means handlers (or tasks on the transport's
+    /// executor) block the transport thread. Worth exporting as a metric.
     public var stallTakeoverCount: Int { driver.statistics.takeovers.load(ordering: .relaxed) }
 
     /// libcurl easy handles alive (in flight plus pooled for reuse). For tests and diagnostics.
-    public var easyHandleCount: Int { driver.statistics.easyHandles.load(ordering: .relaxed) }
+    package var easyHandleCount: Int { driver.statistics.easyHandles.load(ordering: .relaxed) }
 }
