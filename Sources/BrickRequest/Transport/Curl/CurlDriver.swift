@@ -982,17 +982,9 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         case deliver
     }
 
+    /// Follows a redirect as ``RedirectDecision`` says: parses the location, asks, and applies the
+    /// answer to the transfer (new head, body kept or dropped, credentials kept or dropped).
     private func redirect(_ transfer: Transfer, status: Int, to location: String) -> RedirectOutcome {
-        let policy = configuration.redirects
-        if transfer.redirectCount >= policy.maxRedirects {
-            return .failed(
-                TransportError(
-                    .tooManyRedirects,
-                    message: "more than \(policy.maxRedirects) redirects",
-                    requestBytesSent: true
-                )
-            )
-        }
         let old = transfer.request
         let parts: URLValidator.Parts
         do {
@@ -1006,34 +998,37 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
                 )
             )
         }
-        if old.isSecure && parts.scheme == "http" && !policy.allowsHTTPSToHTTP {
-            return .failed(
-                TransportError(
-                    .redirectRefused,
-                    message: "redirect from https to http refused",
-                    requestBytesSent: true
-                )
-            )
-        }
         var head = old.head
-        let crossesOrigin =
-            head.scheme != parts.scheme
-            || Self.normalizedAuthority(head.authority ?? "", scheme: head.scheme ?? "http")
-                != Self.normalizedAuthority(parts.authority(in: location), scheme: parts.scheme)
+        let decision = RedirectDecision.decide(
+            status: status,
+            method: head.method,
+            from: RedirectDecision.Origin(scheme: head.scheme ?? "http", authority: head.authority ?? ""),
+            to: RedirectDecision.Origin(scheme: parts.scheme, authority: parts.authority(in: location)),
+            hopsSoFar: transfer.redirectCount,
+            policy: configuration.redirects,
+            credentialsStripped: transfer.strippedCredentials
+        )
+        let method: HTTPRequest.Method
+        let dropsBody: Bool
+        let stripsCredentials: Bool
+        switch decision {
+        case .refuse(let kind, let message):
+            return .failed(TransportError(kind, message: message, requestBytesSent: true))
+        case .follow(let next, let drops, let strips):
+            (method, dropsBody, stripsCredentials) = (next, drops, strips)
+        }
         head.scheme = parts.scheme
         head.authority = parts.authority(in: location)
         head.path = parts.pathAndQuery(in: location)
+        head.method = method
         var body = old.body
-        let becomesGET =
-            status == 303 ? head.method != .head : ((status == 301 || status == 302) && head.method == .post)
-        if becomesGET {
-            head.method = .get
+        if dropsBody {
             body = nil
             head.headerFields[.contentType] = nil
             head.headerFields[.contentLength] = nil
             head.headerFields[.contentEncoding] = nil
         }
-        if crossesOrigin || transfer.strippedCredentials {
+        if stripsCredentials {
             transfer.strippedCredentials = true
             head.headerFields[.authorization] = nil
             head.headerFields[.cookie] = nil
@@ -1061,14 +1056,6 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         }
         curl_multi_add_handle(multi, easy.raw)
         return .followed
-    }
-
-    private static func normalizedAuthority(_ authority: String, scheme: String) -> String {
-        let lower = authority.lowercased()
-        if lower.hasSuffix("]") || !lower.contains(":") {
-            return lower + (scheme == "https" ? ":443" : ":80")
-        }
-        return lower
     }
 
     // MARK: - Metrics

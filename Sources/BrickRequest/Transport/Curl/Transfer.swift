@@ -125,50 +125,43 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
         return PartialDownload(path: partialFile, length: Int64(info.st_size), validator: resumeValidator)
     }
 
-    /// At the first byte of the final response's body, for a body going to a file: whether it
-    /// continues the partial file (a `206` from the offset asked for) or starts it over, and
-    /// whether a later request could continue it.
+    /// At the first byte of the final response's body, for a body going to a file: applies
+    /// ``ResumeDecision`` — continue the partial file, start it over, or refuse — and keeps what a
+    /// later request could continue from.
     private func prepareBodyFile(_ easy: EasyHandle) -> Bool {
-        let status = easy.long(CURLINFO_RESPONSE_CODE)
         let fields = HeaderParser.fields(from: easy.headerBlock.bytes)
-        let encoding = fields[.contentEncoding]?.lowercased()
-        let identity = encoding == nil || encoding == "identity"
-        if resumeOffset > 0 {
-            let range = fields[.contentRange] ?? ""
-            if status == 206 && range.hasPrefix("bytes \(resumeOffset)-") {
-                guard identity else {
-                    // A range of an encoded representation cannot be spliced onto decoded bytes.
-                    resumeValidator = nil
+        let decision = ResumeDecision.decide(
+            resumeOffset: resumeOffset,
+            status: easy.long(CURLINFO_RESPONSE_CODE),
+            contentRange: fields[.contentRange],
+            contentEncoding: fields[.contentEncoding],
+            entityTag: fields[.eTag],
+            lastModified: fields[.lastModified]
+        )
+        switch decision {
+        case .append:
+            received = resumeOffset
+            return true
+        case .refuse(let message):
+            resumeValidator = nil
+            abortError = TransportError(.invalidResponse, message: message, requestBytesSent: true)
+            return false
+        case .startOver(let truncate, let validator):
+            if truncate {
+                if ftruncate(fileDescriptor, 0) != 0 {
                     abortError = TransportError(
-                        .invalidResponse,
-                        message: "the server continued the body content-encoded; it cannot be appended",
+                        .fileIO,
+                        message: "cannot truncate the response body file: \(String(cString: strerror(errno)))",
+                        osErrno: errno,
                         requestBytesSent: true
                     )
                     return false
                 }
-                received = resumeOffset
-                return true
+                resumeOffset = 0
             }
-            // The whole resource (it changed, or the server ignores ranges) or an error document.
-            if ftruncate(fileDescriptor, 0) != 0 {
-                abortError = TransportError(
-                    .fileIO,
-                    message: "cannot truncate the response body file: \(String(cString: strerror(errno)))",
-                    osErrno: errno,
-                    requestBytesSent: true
-                )
-                return false
-            }
-            resumeOffset = 0
+            resumeValidator = validator
+            return true
         }
-        resumeValidator = nil
-        guard status == 200, identity else { return true }
-        if let tag = fields[.eTag], !tag.hasPrefix("W/"), !tag.isEmpty {
-            resumeValidator = tag
-        } else if let date = fields[.lastModified], !date.isEmpty {
-            resumeValidator = date
-        }
-        return true
     }
 
     /// Closes and deletes the partial response body file, if there is one.
