@@ -110,7 +110,6 @@ static inline CURLcode ccurl_global_init(void) {
 }
 
 /* Constants that are macros Swift does not import, or whose type needs widening. */
-static inline size_t ccurl_writefunc_error(void) { return 0; }
 static inline int ccurl_readfunc_abort(void) { return CURL_READFUNC_ABORT; }
 static inline int ccurl_seekfunc_ok(void) { return CURL_SEEKFUNC_OK; }
 static inline int ccurl_seekfunc_cantseek(void) { return CURL_SEEKFUNC_CANTSEEK; }

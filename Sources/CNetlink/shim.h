@@ -19,19 +19,8 @@ static inline void *cnetlink_nlmsg_data(struct nlmsghdr *header) { return NLMSG_
 static inline int cnetlink_nlmsg_length(int payload) { return NLMSG_LENGTH(payload); }
 static inline int cnetlink_nlmsg_align(int length) { return NLMSG_ALIGN(length); }
 
-static inline int cnetlink_rta_ok(const struct rtattr *attribute, int length) { return RTA_OK(attribute, length); }
-static inline struct rtattr *cnetlink_rta_next(struct rtattr *attribute, int *length) {
-    return RTA_NEXT(attribute, *length);
-}
-static inline void *cnetlink_rta_data(struct rtattr *attribute) { return RTA_DATA(attribute); }
 static inline int cnetlink_rta_length(int payload) { return RTA_LENGTH(payload); }
 static inline int cnetlink_rta_space(int payload) { return RTA_SPACE(payload); }
-
-/* The first attribute after a route or link message. */
-static inline struct rtattr *cnetlink_rtm_rta(struct rtmsg *message) { return RTM_RTA(message); }
-static inline int cnetlink_rtm_payload(struct nlmsghdr *header) { return RTM_PAYLOAD(header); }
-static inline struct rtattr *cnetlink_ifla_rta(struct ifinfomsg *message) { return IFLA_RTA(message); }
-static inline int cnetlink_ifla_payload(struct nlmsghdr *header) { return IFLA_PAYLOAD(header); }
 
 /* Flags of a dump request (NLM_F_DUMP is a compound macro). */
 static inline int cnetlink_dump_flags(void) { return NLM_F_REQUEST | NLM_F_DUMP; }

@@ -3,28 +3,13 @@ import FoundationEssentials
 import Glibc
 
 /// Turns a libcurl result into a ``TransportError``, keeping the code, `errno` and whether the
-/// request was (partly) sent.
-///
-/// | CURLcode | kind | why |
-/// |---|---|---|
-/// | 6 COULDNT_RESOLVE_HOST | cannotResolveHost | DNS gave no address |
-/// | 5 COULDNT_RESOLVE_PROXY | cannotResolveProxy | proxy name did not resolve |
-/// | 7 COULDNT_CONNECT, errno ENETUNREACH/EHOSTUNREACH/ENETDOWN | notConnected | no route: the network is down |
-/// | 7 COULDNT_CONNECT, no socket: EMFILE/ENFILE/ENOBUFS/ENOMEM | outOfResources | the process ran out of descriptors |
-/// | 7 COULDNT_CONNECT, other errno | cannotConnect | refused or no listener; nothing was sent |
-/// | 28 OPERATION_TIMEDOUT | timedOut | connect or whole-request limit (the idle timeout is the driver's own) |
-/// | 35, 53, 54, 58, 59, 60, 64, 66, 77, 80, 82, 83, 90, 91 | tls | handshake, certificate, pin |
-/// | 18 PARTIAL_FILE, 52 GOT_NOTHING, 55 SEND_ERROR, 56 RECV_ERROR | connectionReset | connection lost mid-exchange |
-/// | 56 RECV_ERROR "… in chunked-encoding", "Too large response headers" | invalidResponse | bad framing from the server |
-/// | 27 OUT_OF_MEMORY before the response header was complete | invalidResponse | a header line over libcurl's 100 KiB |
-/// | 1 UNSUPPORTED_PROTOCOL, 8 WEIRD_SERVER_REPLY, 61 BAD_CONTENT_ENCODING, 16 HTTP2, 92 HTTP2_STREAM | invalidResponse | server broke the protocol |
-/// | 63 FILESIZE_EXCEEDED | bodyTooLarge | Content-Length above the limit |
-/// | 3 URL_MALFORMAT | invalidRequest | libcurl refused the URL |
-/// | 26 READ_ERROR | fileIO | request body could not be read |
-/// | 42 ABORTED_BY_CALLBACK | cancelled | aborted by progress callback |
-/// | 47 TOO_MANY_REDIRECTS | tooManyRedirects | (only if libcurl followed) |
-/// | 23 WRITE_ERROR | set by our callback: bodyTooLarge, invalidResponse, fileIO, or cancelled (a body stream stopped) | |
-/// | anything else | other | |
+/// request was (partly) sent. The table is ``kind(code:osErrno:)``, by `CURLE_*` name; before it,
+/// an error a callback of ours set (``Transfer/abortError``: body too large, a bad response, a
+/// file error, a stream that stopped) explains libcurl's generic `CURLE_WRITE_ERROR` or
+/// `CURLE_ABORTED_BY_CALLBACK`, a socket that could not be opened (EMFILE, ENOBUFS, …) is
+/// ``TransportError/Kind/outOfResources``, and the protocol violations libcurl reports as a lost
+/// connection or a local failure (``protocolViolation(code:message:transfer:osErrno:)``) are
+/// ``TransportError/Kind/invalidResponse``.
 enum CurlErrorMapping {
     static func error(code: CURLcode, easy: EasyHandle, transfer: Transfer) -> TransportError {
         let sent = easy.sentRequestBytes
@@ -61,7 +46,7 @@ enum CurlErrorMapping {
             )
         }
         return TransportError(
-            kind(code: Int(code.rawValue), osErrno: osErrno),
+            kind(code: code, osErrno: osErrno),
             message: message,
             curlCode: Int(code.rawValue),
             osErrno: osErrno == 0 ? nil : osErrno,
@@ -89,51 +74,42 @@ enum CurlErrorMapping {
         }
     }
 
-    static func kind(code: Int, osErrno: Int32) -> TransportError.Kind {
+    /// The kind of a libcurl result: the table, by name.
+    static func kind(code: CURLcode, osErrno: Int32) -> TransportError.Kind {
         switch code {
-        case 6: return .cannotResolveHost
-        case 5: return .cannotResolveProxy
-        case 7:
+        case CURLE_COULDNT_RESOLVE_HOST:
+            return .cannotResolveHost  // DNS gave no address: usually no network
+        case CURLE_COULDNT_RESOLVE_PROXY:
+            return .cannotResolveProxy
+        case CURLE_COULDNT_CONNECT:
             switch osErrno {
-            case ENETUNREACH, EHOSTUNREACH, ENETDOWN: return .notConnected
-            default: return .cannotConnect
+            case ENETUNREACH, EHOSTUNREACH, ENETDOWN: return .notConnected  // no route
+            default: return .cannotConnect  // refused, no listener: nothing was sent
             }
-        case 28: return .timedOut
-        case 35, 53, 54, 58, 59, 60, 64, 66, 77, 80, 82, 83, 90, 91: return .tls
-        case 18, 52, 55, 56: return .connectionReset
-        case 1, 8, 16, 61, 92: return .invalidResponse
-        case 63: return .bodyTooLarge
-        case 3: return .invalidRequest
-        case 26: return .fileIO
-        case 42: return .cancelled
-        case 47: return .tooManyRedirects
-        default: return .other
+        case CURLE_OPERATION_TIMEDOUT:
+            return .timedOut  // connect or whole-request limit (the idle timeout is the driver's own)
+        case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_CERTPROBLEM,
+            CURLE_SSL_CIPHER, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_ENGINE_INITFAILED, CURLE_USE_SSL_FAILED,
+            CURLE_SSL_CACERT_BADFILE, CURLE_SSL_SHUTDOWN_FAILED, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR,
+            CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS:
+            return .tls  // handshake, certificate, pin
+        case CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_SEND_ERROR, CURLE_RECV_ERROR:
+            return .connectionReset  // the connection was lost mid-exchange
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_WEIRD_SERVER_REPLY, CURLE_HTTP2, CURLE_BAD_CONTENT_ENCODING,
+            CURLE_HTTP2_STREAM:
+            return .invalidResponse  // the server broke the protocol
+        case CURLE_FILESIZE_EXCEEDED:
+            return .bodyTooLarge  // Content-Length above the limit
+        case CURLE_URL_MALFORMAT:
+            return .invalidRequest
+        case CURLE_READ_ERROR:
+            return .fileIO  // the request body could not be read
+        case CURLE_ABORTED_BY_CALLBACK:
+            return .cancelled
+        case CURLE_TOO_MANY_REDIRECTS:
+            return .tooManyRedirects  // only if libcurl followed them itself
+        default:
+            return .other
         }
-    }
-}
-
-/// Process-wide libcurl setup, done once before the first handle exists.
-enum CurlGlobal {
-    private static let once: Void = {
-        ccurl_openssl_no_atexit()
-        ccurl_ignore_sigpipe()
-        ccurl_global_init()
-    }()
-
-    /// The default `User-Agent`: `BrickRequest/VERSION libcurl/VERSION`.
-    static let userAgent =
-        "BrickRequest/\(BrickRequestVersion.string) libcurl/\(String(cString: ccurl_version_string()))"
-
-    /// The content codings this libcurl can decode, for `Accept-Encoding`.
-    static let supportedEncodings: String = {
-        let features = ccurl_version_features()
-        var encodings = ["gzip", "deflate"]
-        if features & Int(CURL_VERSION_BROTLI) != 0 { encodings.append("br") }
-        if features & Int(CURL_VERSION_ZSTD) != 0 { encodings.append("zstd") }
-        return encodings.joined(separator: ", ")
-    }()
-
-    static func initialize() {
-        _ = once
     }
 }

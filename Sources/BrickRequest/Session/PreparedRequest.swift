@@ -1,0 +1,97 @@
+import FoundationEssentials
+import HTTPTypes
+import Logging
+
+/// What a session needs to run one request, apart from its serializer: the rendered request (or
+/// why rendering failed), the validation, the retry configuration and the authenticator.
+/// `Sendable`, built on the caller's side. Not generic, like the whole session pipeline: only the
+/// last step, ``Outcome/response(_:)``, knows the value type, so running a request instantiates
+/// no generic types at run time. A value: an ``Exchange`` stores it inline (one allocation per
+/// request fewer); functions borrow it.
+@usableFromInline
+struct PreparedRequest: Sendable {
+    /// The session that runs it: the request's own, or its replacement in this task
+    /// (``Session/withReplacement(_:isolation:operation:)``).
+    @usableFromInline let session: Session
+    let rendered: Result<TransportRequest, BrickError>
+    let validation: ResponseValidation?
+    var retry: AutoRetryConfiguration
+    let authenticator: Authenticator?
+    let caching: ResponseCaching?
+
+    @usableFromInline
+    init(_ request: some RequestType) {
+        let session = request.session.resolved
+        self.session = session
+        do {
+            rendered = .success(try RequestRenderer.render(request, session: session, startsRequest: true))
+        } catch {
+            rendered = .failure(error)
+        }
+        validation = request.responseValidation
+        retry = request.autoRetryConfiguration
+        authenticator = request.requestAuthenticator
+        caching = request.responseCaching
+    }
+}
+
+/// How a request ended, before serialization.
+@usableFromInline
+struct Outcome: Sendable {
+    @usableFromInline
+    enum Ending: Sendable {
+        /// A response that passed validation: to be serialized.
+        case validated(TransportResponse)
+        /// Why the request failed, with the response when one arrived (it failed validation).
+        case failed(BrickError, TransportResponse?)
+    }
+
+    /// The rendered request, or `nil` when rendering failed.
+    @usableFromInline var request: TransportRequest?
+    @usableFromInline var ending: Ending
+    @usableFromInline var retryCount: Int = 0
+    /// Where the response came from, and what the cache knows of it.
+    @usableFromInline var source: ResponseSource = .network
+    @usableFromInline var isStale = false
+    @usableFromInline var age: Duration?
+
+    /// A failure before or without a response.
+    static func failed(_ error: BrickError, request: TransportRequest?, retryCount: Int = 0) -> Outcome {
+        Outcome(request: request, ending: .failed(error, nil), retryCount: retryCount)
+    }
+
+    /// The typed response: serializes a validated response with `serializer`. Inlinable, so that
+    /// it is specialized for the endpoint's value type where the endpoint is declared (no generic
+    /// metadata lookup per response).
+    @inlinable
+    func response<Value: Sendable>(_ serializer: any ResponseSerializer<Value>) -> Response<Value, BrickError> {
+        switch ending {
+        case .validated(let response):
+            let result: Result<Value, BrickError>
+            do throws(BrickError) {
+                result = .success(try serializer.serialize(response))
+            } catch {
+                result = .failure(error)
+            }
+            return Response(
+                request: request,
+                result: result,
+                transportResponse: response,
+                retryCount: retryCount,
+                source: source,
+                isStale: isStale,
+                age: age
+            )
+        case .failed(let error, let response):
+            return Response(
+                request: request,
+                result: .failure(error),
+                transportResponse: response,
+                retryCount: retryCount,
+                source: source,
+                isStale: isStale,
+                age: age
+            )
+        }
+    }
+}

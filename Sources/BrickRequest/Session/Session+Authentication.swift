@@ -1,0 +1,70 @@
+import FoundationEssentials
+import HTTPTypes
+import Logging
+
+/// One attempt of a request: signed by its authenticator when it has one, with one refresh and
+/// replay on a `401`; and the transport call itself.
+extension Session {
+    /// One attempt. With an authenticator: signs the request with the current credential, and on a
+    /// `401` refreshes the credential (once, shared with concurrent requests) and replays once.
+    func attempt(
+        _ request: TransportRequest,
+        prepared: PreparedRequest,
+        lifecycle: RequestLifecycle
+    ) async throws(BrickError) -> Result<TransportResponse, TransportError> {
+        guard let authenticator = prepared.authenticator else {
+            return await send(request, lifecycle: lifecycle)
+        }
+        var generation = try await signAndSend(request, authenticator, lifecycle)
+        guard case .success(let response) = generation.result, response.status == .unauthorized, !lifecycle.isCancelled
+        else {
+            return generation.result
+        }
+        do {
+            try await authenticator.refresh(after: generation.generation)
+        } catch {
+            throw BrickError(.authenticationFailed, message: "the credential could not be refreshed", underlying: error)
+        }
+        generation = try await signAndSend(request, authenticator, lifecycle)
+        return generation.result
+    }
+
+    private func signAndSend(
+        _ request: TransportRequest,
+        _ authenticator: Authenticator,
+        _ lifecycle: RequestLifecycle
+    ) async throws(BrickError) -> (result: Result<TransportResponse, TransportError>, generation: Int) {
+        let credential: (headers: [String: String], generation: Int)
+        do {
+            credential = try await authenticator.credential()
+        } catch {
+            throw BrickError(.authenticationFailed, message: "no credential is available", underlying: error)
+        }
+        var signed = request
+        do {
+            let fields = try TransportRequest.validatedFields(credential.headers.map { ($0.key, $0.value) })
+            signed.headerFields = Self.replacing(signed.headerFields, with: fields)
+        } catch {
+            throw BrickError(.authenticationFailed, message: "the credential has an invalid header", underlying: error)
+        }
+        return (await send(signed, lifecycle: lifecycle), credential.generation)
+    }
+
+    /// One attempt, registered with the lifecycle so `cancel()` stops it.
+    func send(
+        _ request: TransportRequest,
+        lifecycle: RequestLifecycle
+    ) async -> Result<
+        TransportResponse, TransportError
+    > {
+        let transport = self.transport
+        return await withUnsafeContinuation {
+            (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
+            let task = transport.start(request) { result in
+                self.noteReachability(after: result, of: request, lifecycle: lifecycle)
+                continuation.resume(returning: result)
+            }
+            lifecycle.attach(task)
+        }
+    }
+}

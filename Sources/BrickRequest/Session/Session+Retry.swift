@@ -1,0 +1,165 @@
+import FoundationEssentials
+import HTTPTypes
+import Logging
+
+/// The retry shell: runs ``RetryEngine`` (a pure state machine) from the first attempt's outcome
+/// until it says deliver, carrying out its waits, parking and retries, and the reachability
+/// bookkeeping it reads.
+extension Session {
+    /// For a failure that means "no network", records the destination's reachability at once, on
+    /// the thread that delivers the failure. The retry engine reads it later, after a hop to a
+    /// task: by then the network may be back, and a failure it met while down must still park
+    /// (spending no attempt) rather than count as a retry.
+    func noteReachability(
+        after result: Result<TransportResponse, TransportError>,
+        of request: TransportRequest,
+        lifecycle: RequestLifecycle
+    ) {
+        guard case .failure(let error) = result, RetryClassification.waitsForNetwork(error.kind) else { return }
+        lifecycle.noteReachabilityAtFailure(reachability.status(for: request.host))
+    }
+
+    /// Whether the retry engine needs to look at this result (cheap: most results skip it).
+    func mayRetry(
+        _ result: Result<TransportResponse, TransportError>,
+        prepared: PreparedRequest,
+        lifecycle: RequestLifecycle
+    ) -> Bool {
+        let retryable = RetryClassification.mayRetry(result, configuration: prepared.retry)
+        return retryable && !lifecycle.isCancelled  // the lock only when it matters
+    }
+
+    /// `failWhenNotReachable`: fail at once, without sending, when the destination has no route.
+    func refuseIfUnreachable(
+        _ request: TransportRequest,
+        prepared: PreparedRequest
+    )
+        -> BrickError?
+    {
+        guard prepared.retry.failWhenNotReachable, reachability.status(for: request.host) == .unreachable else {
+            return nil
+        }
+        return BrickError(.notConnected, message: "\(request.host) is not reachable; the request was not sent")
+    }
+
+    /// Runs the retry engine from the outcome of the first attempt until it says deliver.
+    ///
+    /// Waits (backoff delays, parking) run in child tasks registered with the lifecycle, so
+    /// `cancel()` ends them at once.
+    func retryLoop(
+        _ prepared: PreparedRequest,
+        request: TransportRequest,
+        first: Result<TransportResponse, TransportError>,
+        lifecycle: RequestLifecycle
+    ) async throws(BrickError) -> Result<TransportResponse, TransportError> {
+        var engine = RetryEngine(configuration: prepared.retry, isIdempotent: request.isIdempotent)
+        var result = first
+        // Retries after a transport failure or a network change never reuse a pooled connection:
+        // it may be the dead one.
+        var request = request
+        let host = request.host
+        while true {
+            if lifecycle.isCancelled { return Self.cancelled(after: result) }
+            let outcome: RetryEngine.Outcome
+            var response: TransportResponse? = nil
+            // The network matters only to a failure that means "no network": other outcomes cost
+            // no route lookup.
+            var status = ReachabilityStatus.unknown
+            switch result {
+            case .success(let arrived):
+                let retryAfter = arrived.headerFields[.retryAfter].flatMap { RetryAfterParsing.delay($0, now: Date()) }
+                outcome = .response(status: arrived.status.code, retryAfter: retryAfter)
+                response = arrived
+            case .failure(let error):
+                outcome = .failure(error)
+                if RetryClassification.waitsForNetwork(error.kind) {
+                    // The network as the failed attempt met it, if recorded (see `noteReachability`).
+                    status = lifecycle.takeReachabilityAtFailure() ?? reachability.status(for: host)
+                }
+            }
+            let action = engine.attemptFinished(
+                outcome,
+                elapsed: clock.elapsed(),
+                isReachable: status == .unknown ? nil : status == .reachable,
+                response: response
+            )
+            switch action {
+            case .deliver:
+                if engine.retryCount > 0 || !engine.lastReason.isEmpty {
+                    logger.debug(
+                        "retry engine delivers",
+                        metadata: ["url": "\(request.urlString)", "reason": "\(engine.lastReason)"]
+                    )
+                }
+                return result
+            case .retry:
+                guard lifecycle.retrying(engine.retryCount) else { continue }
+            case .retryAfter(let delay):
+                guard lifecycle.retrying(engine.retryCount) else { continue }
+                logger.debug(
+                    "retrying after a delay",
+                    metadata: ["url": "\(request.urlString)", "delay": "\(delay)", "reason": "\(engine.lastReason)"]
+                )
+                let clock = self.clock
+                let sleeper = Task { try await clock.sleep(delay) }
+                lifecycle.attach(TransportTask { sleeper.cancel() })
+                _ = await sleeper.result
+            case .park:
+                guard lifecycle.parked() else { continue }
+                logger.debug("parked until the network returns", metadata: ["url": "\(request.urlString)"])
+                let reachability = self.reachability
+                let parker = Task { await Self.waitUntilReachable(host, reachability) }
+                lifecycle.attach(TransportTask { parker.cancel() })
+                await parker.value
+            }
+            if lifecycle.isCancelled { return Self.cancelled(after: result) }
+            if case .failure(let error) = result {
+                request.options.requiresFreshConnection = true
+                // A download cut off mid-body continues from where it stopped.
+                request.options.resumingDownload = error.partialDownload
+            } else {
+                request.options.resumingDownload = nil
+            }
+            if case .stream(let stream) = request.options.destination, let provide = stream.retryHeaders,
+                let fields = try? TransportRequest.validatedFields(provide())
+            {
+                // A stream that can be continued says how (server-sent events' `Last-Event-ID`).
+                request.headerFields = Self.replacing(request.headerFields, with: fields)
+            }
+            lifecycle.running()
+            do throws(BrickError) {
+                result = try await attempt(request, prepared: prepared, lifecycle: lifecycle)
+            } catch {
+                request.options.resumingDownload?.discard()
+                throw error
+            }
+        }
+    }
+
+    /// `fields` with `replacements` in place of any fields of the same names.
+    static func replacing(_ fields: HTTPFields, with replacements: HTTPFields) -> HTTPFields {
+        var fields = fields
+        for field in replacements { fields[field.name] = nil }
+        fields.append(contentsOf: replacements)
+        return fields
+    }
+
+    /// The outcome of a request cancelled between attempts; a partial download the last attempt
+    /// kept is deleted.
+    private static func cancelled(
+        after result: Result<TransportResponse, TransportError>
+    ) -> Result<
+        TransportResponse, TransportError
+    > {
+        if case .failure(let error) = result { error.partialDownload?.discard() }
+        return .failure(TransportError(.cancelled, message: "cancelled"))
+    }
+
+    private static func waitUntilReachable(_ host: String, _ reachability: any ReachabilityMonitor) async {
+        let changes = reachability.changes()
+        if reachability.status(for: host) != .unreachable { return }
+        for await _ in changes where reachability.status(for: host) != .unreachable {
+            return
+        }
+    }
+}

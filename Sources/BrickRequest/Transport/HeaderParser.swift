@@ -1,0 +1,40 @@
+import HTTPTypes
+
+/// Parses a raw header block (`Name: value` lines, CRLF or LF) into `HTTPFields`, leniently: lines
+/// that are not valid fields are skipped.
+enum HeaderParser {
+    static func fields(from raw: [UInt8]) -> HTTPFields {
+        var fields = HTTPFields()
+        raw.withUnsafeBufferPointer { buffer in
+            var lineStart = 0
+            let count = buffer.count
+            while lineStart < count {
+                var lineEnd = lineStart
+                while lineEnd < count && buffer[lineEnd] != UInt8(ascii: "\n") { lineEnd += 1 }
+                var end = lineEnd
+                if end > lineStart && buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+                if let colon = buffer[lineStart..<end].firstIndex(of: UInt8(ascii: ":")) {
+                    let nameBytes = UnsafeBufferPointer(rebasing: buffer[lineStart..<colon])
+                    var valueStart = colon + 1
+                    while valueStart < end && (buffer[valueStart] == 0x20 || buffer[valueStart] == 0x09) {
+                        valueStart += 1
+                    }
+                    var valueEnd = end
+                    while valueEnd > valueStart && (buffer[valueEnd - 1] == 0x20 || buffer[valueEnd - 1] == 0x09) {
+                        valueEnd -= 1
+                    }
+                    if let name = HTTPField.Name(String(decoding: nameBytes, as: UTF8.self)) {
+                        fields.append(
+                            HTTPField(
+                                name: name,
+                                lenientValue: UnsafeBufferPointer(rebasing: buffer[valueStart..<valueEnd])
+                            )
+                        )
+                    }
+                }
+                lineStart = lineEnd + 1
+            }
+        }
+        return fields
+    }
+}
