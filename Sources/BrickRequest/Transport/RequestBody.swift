@@ -55,11 +55,7 @@ public struct RequestBody: Sendable, Hashable {
             case .file(let path):
                 var info = stat()
                 guard stat(path, &info) == 0 else {
-                    throw TransportError(
-                        .fileIO,
-                        message: "cannot read request body file \(path): \(String(cString: strerror(errno)))",
-                        osErrno: errno
-                    )
+                    throw TransportError.fileIO("cannot read request body file \(path)", errno: errno)
                 }
                 guard (info.st_mode & S_IFMT) == S_IFREG else {
                     throw TransportError(.fileIO, message: "request body file \(path) is not a regular file")

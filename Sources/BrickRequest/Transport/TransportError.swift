@@ -1,3 +1,5 @@
+import Glibc
+
 /// A failure of the transport layer: the request never produced a complete HTTP response.
 ///
 /// `TransportError` keeps what the retry engine and a person debugging need: a ``kind`` that
@@ -101,5 +103,24 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
         if requestBytesSent { text += " [request bytes sent]" }
         if let partialDownload { text += " [\(partialDownload.length) bytes kept to resume]" }
         return text
+    }
+}
+
+extension TransportError {
+    /// A file operation failed: `what` ("cannot write the response body file"), then the system's
+    /// reason for `code`, which is kept as ``osErrno``. The one way the library builds a
+    /// ``Kind/fileIO`` error from an `errno`.
+    ///
+    /// - Parameters:
+    ///   - what: What could not be done.
+    ///   - code: The `errno` of the failure (read it before any other call can change it).
+    ///   - requestBytesSent: Whether the request was (partly) sent.
+    static func fileIO(_ what: String, errno code: Int32, requestBytesSent: Bool = false) -> TransportError {
+        TransportError(
+            .fileIO,
+            message: "\(what): \(String(cString: strerror(code)))",
+            osErrno: code,
+            requestBytesSent: requestBytesSent
+        )
     }
 }

@@ -11,11 +11,11 @@ import Synchronization
 extension CurlDriver {
     func completed(_ transfer: Transfer, code: CURLcode) {
         guard let easy = transfer.easy else { return }
-        if code == CURLE_ABORTED_BY_CALLBACK && transfer.restartOnNewConnection {
+        if code == CURLE_ABORTED_BY_CALLBACK && transfer.connection.restartsOnNewConnection {
             // Nothing was sent on the refused connection (libcurl closes it): the same request
             // goes out again on a new one.
             curl_multi_remove_handle(multi, easy.raw)
-            transfer.requiresNewConnection = true
+            transfer.connection.requiresNewConnection = true
             if let error = configure(easy, for: transfer) {
                 finish(transfer, .failure(error))
                 return
@@ -54,50 +54,40 @@ extension CurlDriver {
             case .deliver: break
             }
         }
-        if transfer.fileDescriptor >= 0 && fsync(transfer.fileDescriptor) != 0 && errno != EINVAL {
+        if transfer.bodyFile.descriptor.isOpen && fsync(transfer.bodyFile.descriptor.raw) != 0 && errno != EINVAL {
             finish(
                 transfer,
                 .failure(
-                    TransportError(
-                        .fileIO,
-                        message: "cannot flush the response body file: \(String(cString: strerror(errno)))",
-                        osErrno: errno,
-                        requestBytesSent: true
-                    )
+                    TransportError.fileIO("cannot flush the response body file", errno: errno, requestBytesSent: true)
                 )
             )
             return
         }
-        if let partial = transfer.partialFile, case .file(let path) = transfer.request.options.destination {
+        if let partial = transfer.bodyFile.partialPath, case .file(let path) = transfer.request.options.destination {
             // A continued download whose final response had no body did not continue it.
-            if transfer.resumeOffset > 0 && !transfer.sawBody { _ = ftruncate(transfer.fileDescriptor, 0) }
+            if transfer.bodyFile.resumeOffset > 0 && !transfer.sawBody { _ = ftruncate(transfer.bodyFile.descriptor.raw, 0) }
             // The whole body is on disk: it takes the destination's place in one step.
             if rename(partial, path) != 0 {
                 finish(
                     transfer,
                     .failure(
-                        TransportError(
-                            .fileIO,
-                            message: "cannot move the response body to \(path): \(String(cString: strerror(errno)))",
-                            osErrno: errno,
-                            requestBytesSent: true
-                        )
+                        TransportError.fileIO("cannot move the response body to \(path)", errno: errno, requestBytesSent: true)
                     )
                 )
                 return
             }
-            transfer.partialFile = nil
+            transfer.bodyFile.partialPath = nil
         }
         // Learned from the transfer that opened the connection (on HTTP/1.1 it is the first to
         // complete on it); later ones skip the lookups.
-        if transfer.mayMultiplex && checksReusedConnections && easy.long(CURLINFO_NUM_CONNECTS) > 0 {
+        if transfer.connection.mayMultiplex && checksReusedConnections && easy.long(CURLINFO_NUM_CONNECTS) > 0 {
             noteProtocol(of: easy)
         }
         let response = TransportResponse(
             status: HTTPResponse.Status(code: min(max(status, 0), 999)),
             rawHeaders: easy.headerBlock.bytes,
-            body: transfer.fileDescriptor >= 0 || transfer.stream != nil ? nil : transfer.body.takeData(),
-            bodyFile: transfer.fileDescriptor >= 0 ? destinationPath(transfer) : nil,
+            body: transfer.bodyFile.descriptor.isOpen || transfer.stream != nil ? nil : transfer.body.takeData(),
+            bodyFile: transfer.bodyFile.descriptor.isOpen ? destinationPath(transfer) : nil,
             metrics: metrics(easy, transfer),
             url: transfer.url
         )
@@ -227,9 +217,9 @@ extension CurlDriver {
         }
         metrics.connectionReused = easy.long(CURLINFO_NUM_CONNECTS) == 0
         metrics.requestHeaderBytes = Int64(easy.long(CURLINFO_REQUEST_SIZE))
-        metrics.bytesSent = transfer.bodyBytesSent
+        metrics.bytesSent = transfer.upload.sent
         metrics.bytesReceived = transfer.received
-        metrics.redirectCount = transfer.redirectCount
+        metrics.redirectCount = transfer.redirects.count
         return metrics
     }
 }

@@ -127,21 +127,21 @@ extension CurlDriver {
                 }
             }
         } else if case .file(let path) = options.destination {
-            if transfer.fileDescriptor < 0,
+            if !transfer.bodyFile.descriptor.isOpen,
                 let error = openBodyFile(for: transfer, destination: path, resuming: options.resumingDownload)
             {
                 return error
             }
-            if transfer.resumeOffset > 0, let validator = transfer.resumeValidator {
-                header.lines.append("Range: bytes=\(transfer.resumeOffset)-")
+            if transfer.bodyFile.resumeOffset > 0, let validator = transfer.bodyFile.resumeValidator {
+                header.lines.append("Range: bytes=\(transfer.bodyFile.resumeOffset)-")
                 header.lines.append("If-Range: \(validator)")
             }
         }
-        transfer.bodyLength = request.body == nil ? 0 : method.postFieldSize
-        let newConnection = transfer.requiresNewConnection
-        transfer.requiresNewConnection = false
+        transfer.upload.length = request.body == nil ? 0 : method.postFieldSize
+        let newConnection = transfer.connection.requiresNewConnection
+        transfer.connection.requiresNewConnection = false
         let secure = request.isSecure
-        transfer.mayMultiplex = secure && configuration.httpVersion == .http2OverTLS
+        transfer.connection.mayMultiplex = secure && configuration.httpVersion == .http2OverTLS
         // After a network change, connections opened before it may be dead (libcurl would find out
         // only by failing a request on one): see `CurlTransport.networkDidChange()`.
         let (freshAfterChange, maxLifetime) = connectionLimitsAfterNetworkChange()
@@ -185,10 +185,10 @@ extension CurlDriver {
                 && !resuming.validator.utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0 }
             let descriptor = intact ? open(resuming.path, O_WRONLY | O_APPEND | O_CLOEXEC) : -1
             if descriptor >= 0 {
-                transfer.fileDescriptor = descriptor
-                transfer.partialFile = resuming.path
-                transfer.resumeOffset = resuming.length
-                transfer.resumeValidator = resuming.validator
+                transfer.bodyFile.descriptor = FileDescriptor(descriptor)
+                transfer.bodyFile.partialPath = resuming.path
+                transfer.bodyFile.resumeOffset = resuming.length
+                transfer.bodyFile.resumeValidator = resuming.validator
                 return nil
             }
             resuming.discard()
@@ -196,14 +196,10 @@ extension CurlDriver {
         let partial = path + ".brickpart-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
         let descriptor = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         if descriptor < 0 {
-            return TransportError(
-                .fileIO,
-                message: "cannot create the response body file \(partial): \(String(cString: strerror(errno)))",
-                osErrno: errno
-            )
+            return TransportError.fileIO("cannot create the response body file \(partial)", errno: errno)
         }
-        transfer.fileDescriptor = descriptor
-        transfer.partialFile = partial
+        transfer.bodyFile.descriptor = FileDescriptor(descriptor)
+        transfer.bodyFile.partialPath = partial
         return nil
     }
 

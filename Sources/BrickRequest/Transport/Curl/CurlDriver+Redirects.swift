@@ -37,9 +37,9 @@ extension CurlDriver {
             method: head.method,
             from: RedirectDecision.Origin(scheme: head.scheme ?? "http", authority: head.authority ?? ""),
             to: RedirectDecision.Origin(scheme: parts.scheme, authority: parts.authority(in: location)),
-            hopsSoFar: transfer.redirectCount,
+            hopsSoFar: transfer.redirects.count,
             policy: configuration.redirects,
-            credentialsStripped: transfer.strippedCredentials
+            credentialsStripped: transfer.redirects.strippedCredentials
         )
         let method: HTTPRequest.Method
         let dropsBody: Bool
@@ -62,14 +62,14 @@ extension CurlDriver {
             head.headerFields[.contentEncoding] = nil
         }
         if stripsCredentials {
-            transfer.strippedCredentials = true
+            transfer.redirects.strippedCredentials = true
             head.headerFields[.authorization] = nil
             head.headerFields[.cookie] = nil
             head.headerFields[.proxyAuthorization] = nil
         }
         transfer.request.head = head
         transfer.request.body = body
-        transfer.redirectCount += 1
+        transfer.redirects.count += 1
         guard let easy = transfer.easy else { return .deliver }
         curl_multi_remove_handle(multi, easy.raw)
         // A `.file` destination keeps its partial file: a followed redirect's body is never

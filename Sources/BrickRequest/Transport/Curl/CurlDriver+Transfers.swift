@@ -11,10 +11,10 @@ extension CurlDriver {
     /// Lets a paused stream's body flow again (libcurl delivers what it held back first, from
     /// inside `curl_easy_pause`).
     func resumeDelivery(_ transfer: Transfer) {
-        guard transfer.state == .active, let easy = transfer.easy, transfer.streamPaused else { return }
-        transfer.streamPaused = false
-        guard transfer.receivePaused else { return }
-        transfer.receivePaused = false
+        guard transfer.state == .active, let easy = transfer.easy, transfer.flow.streamPaused else { return }
+        transfer.flow.streamPaused = false
+        guard transfer.flow.receivePaused else { return }
+        transfer.flow.receivePaused = false
         let code = curl_easy_pause(easy.raw, ccurl_pause_continue())
         if code != CURLE_OK, transfer.state == .active {
             finish(transfer, .failure(CurlErrorMapping.error(code: code, easy: easy, transfer: transfer)))
@@ -38,10 +38,10 @@ extension CurlDriver {
         }
         let key = ConnectionRegistry.key(remoteAddress: remoteAddress, remotePort: remotePort, localPort: localPort)
         guard let connection = connections.connection(forKey: key),
-            ConnectionRegistry.mustCheck(connection, transferMayMultiplex: transfer.mayMultiplex),
+            ConnectionRegistry.mustCheck(connection, transferMayMultiplex: transfer.connection.mayMultiplex),
             ConnectionRegistry.hasPendingInput(connection.socket)
         else { return true }
-        transfer.restartOnNewConnection = true
+        transfer.connection.restartsOnNewConnection = true
         return false
     }
 
@@ -99,14 +99,14 @@ extension CurlDriver {
             let transfer = active[index]
             guard let easy = transfer.easy else { continue }
             // A stream that paused its body is not idle: its consumer is behind.
-            if transfer.activity != transfer.activitySeen || transfer.quietSince == 0 || transfer.streamPaused
+            if transfer.idle.activity != transfer.idle.seen || transfer.idle.quietSince == 0 || transfer.flow.streamPaused
                 || easy.offset(CURLINFO_PRETRANSFER_TIME_T) == 0
             {
-                transfer.activitySeen = transfer.activity
-                transfer.quietSince = now
+                transfer.idle.seen = transfer.idle.activity
+                transfer.idle.quietSince = now
                 continue
             }
-            guard now &- transfer.quietSince >= idleNanoseconds else { continue }
+            guard now &- transfer.idle.quietSince >= idleNanoseconds else { continue }
             let seconds = Double(idleNanoseconds) / 1e9
             let error = TransportError(
                 .timedOut,

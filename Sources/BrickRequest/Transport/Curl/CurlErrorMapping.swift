@@ -25,15 +25,15 @@ enum CurlErrorMapping {
         let osErrno = Int32(easy.long(CURLINFO_OS_ERRNO))
         var message = easy.errorMessage
         if message.isEmpty { message = String(cString: curl_easy_strerror(code)) }
-        if code == CURLE_COULDNT_CONNECT, transfer.socketErrno != 0 {
-            let reason = String(cString: strerror(transfer.socketErrno))
+        if code == CURLE_COULDNT_CONNECT, transfer.connection.socketErrno != 0 {
+            let reason = String(cString: strerror(transfer.connection.socketErrno))
             return TransportError(
                 .outOfResources,
                 message: "cannot open a socket: \(reason)"
-                    + (transfer.socketErrno == EMFILE
+                    + (transfer.connection.socketErrno == EMFILE
                         ? " (the process's limit of open files, ulimit -n, is used up)" : ""),
                 curlCode: Int(code.rawValue),
-                osErrno: transfer.socketErrno,
+                osErrno: transfer.connection.socketErrno,
                 requestBytesSent: false
             )
         }

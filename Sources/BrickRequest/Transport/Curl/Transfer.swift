@@ -38,14 +38,8 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     @exclusivity(unchecked) var url = ""
     @exclusivity(unchecked) var received: Int64 = 0
     @exclusivity(unchecked) var limit: Int64 = 0
-    @exclusivity(unchecked) var fileDescriptor: Int32 = -1
-    /// The file a `.file` destination's body is written to until it is complete.
-    @exclusivity(unchecked) var partialFile: String?
-    /// The bytes already in ``partialFile`` that this transfer continues from (0: a new body).
-    @exclusivity(unchecked) var resumeOffset: Int64 = 0
-    /// The `ETag` or `Last-Modified` of the response whose bytes ``partialFile`` holds, when that
-    /// body could be continued by a later request; `nil` otherwise.
-    @exclusivity(unchecked) var resumeValidator: String?
+    /// The file a `.file` destination's body goes to.
+    @exclusivity(unchecked) var bodyFile = BodyFile()
     /// Where the body goes when the destination is a stream.
     @exclusivity(unchecked) var stream: ResponseBodyStream?
     /// The progress last handed to the request's progress callback.
@@ -59,40 +53,16 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     /// Bytes of the current response header block so far.
     @exclusivity(unchecked) var headerBytes = 0
 
-    // Connection.
-    /// `errno` of the last socket that could not be opened for this transfer (0: none).
-    @exclusivity(unchecked) var socketErrno: Int32 = 0
-    /// Set by the check before sending: the reused connection had bytes nobody asked for, so the
-    /// request starts again on a new connection (see ``ConnectionRegistry``).
-    @exclusivity(unchecked) var restartOnNewConnection = false
-    /// The next hop must open a new connection.
-    @exclusivity(unchecked) var requiresNewConnection = false
-    /// Whether this transfer may ride an HTTP/2 connection (TLS, and the transport offers h2).
-    @exclusivity(unchecked) var mayMultiplex = false
-
-    // Flow control of a stream destination (see ``ResponseBodyStream/Demand/pause``).
-    /// The stream asked for no more bytes until it resumes delivery.
-    @exclusivity(unchecked) var streamPaused = false
-    /// libcurl holds the receiving side paused (the write callback answered `CURL_WRITEFUNC_PAUSE`).
-    @exclusivity(unchecked) var receivePaused = false
-
-    // Request body.
-    @exclusivity(unchecked) var segmentIndex = 0
-    @exclusivity(unchecked) var segmentOffset = 0
-    @exclusivity(unchecked) var segmentFD: Int32 = -1
-    @exclusivity(unchecked) var bodyLength: Int64 = 0
-    @exclusivity(unchecked) var bodyBytesSent: Int64 = 0
-
-    // Idleness (see `CurlDriver.failIdleTransfers()`).
-    /// Bytes moved so far in either direction, headers included; never reset.
-    @exclusivity(unchecked) var activity: Int64 = 0
-    /// ``activity`` at the last idle check, and since when it has not changed (0: not yet seen).
-    @exclusivity(unchecked) var activitySeen: Int64 = 0
-    @exclusivity(unchecked) var quietSince: UInt64 = 0
-
-    // Redirects.
-    @exclusivity(unchecked) var redirectCount = 0
-    @exclusivity(unchecked) var strippedCredentials = false
+    /// The connection: what the socket callbacks and the check before sending found.
+    @exclusivity(unchecked) var connection = ConnectionState()
+    /// Flow control of a stream destination (see ``ResponseBodyStream/Demand/pause``).
+    @exclusivity(unchecked) var flow = FlowControl()
+    /// The request body being sent.
+    @exclusivity(unchecked) var upload = Upload()
+    /// Bytes moved, for the idle timeout (see `CurlDriver.failIdleTransfers()`).
+    @exclusivity(unchecked) var idle = Idleness()
+    /// The redirect chain.
+    @exclusivity(unchecked) var redirects = Redirects()
 
     init(
         request: TransportRequest,
@@ -114,15 +84,17 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     /// to keep one, the failure is one a later attempt may get past, and the bytes can be
     /// continued (see ``PartialDownload``). The file is then no longer the transfer's to delete.
     func keepPartialFile(after error: TransportError) -> PartialDownload? {
-        guard request.options.keepsPartialDownload, let partialFile, let resumeValidator else { return nil }
+        guard request.options.keepsPartialDownload, let path = bodyFile.partialPath,
+            let validator = bodyFile.resumeValidator
+        else { return nil }
         switch error.kind {
         case .cancelled, .shutdown, .bodyTooLarge, .fileIO, .invalidRequest, .invalidResponse: return nil
         default: break
         }
         var info = stat()
-        guard stat(partialFile, &info) == 0, info.st_size > 0 else { return nil }
-        self.partialFile = nil
-        return PartialDownload(path: partialFile, length: Int64(info.st_size), validator: resumeValidator)
+        guard stat(path, &info) == 0, info.st_size > 0 else { return nil }
+        bodyFile.partialPath = nil
+        return PartialDownload(path: path, length: Int64(info.st_size), validator: validator)
     }
 
     /// At the first byte of the final response's body, for a body going to a file: applies
@@ -131,7 +103,7 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     private func prepareBodyFile(_ easy: EasyHandle) -> Bool {
         let fields = HeaderParser.fields(from: easy.headerBlock.bytes)
         let decision = ResumeDecision.decide(
-            resumeOffset: resumeOffset,
+            resumeOffset: bodyFile.resumeOffset,
             status: easy.long(CURLINFO_RESPONSE_CODE),
             contentRange: fields[.contentRange],
             contentEncoding: fields[.contentEncoding],
@@ -140,39 +112,31 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
         )
         switch decision {
         case .append:
-            received = resumeOffset
+            received = bodyFile.resumeOffset
             return true
         case .refuse(let message):
-            resumeValidator = nil
+            bodyFile.resumeValidator = nil
             abortError = TransportError(.invalidResponse, message: message, requestBytesSent: true)
             return false
         case .startOver(let truncate, let validator):
             if truncate {
-                if ftruncate(fileDescriptor, 0) != 0 {
-                    abortError = TransportError(
-                        .fileIO,
-                        message: "cannot truncate the response body file: \(String(cString: strerror(errno)))",
-                        osErrno: errno,
-                        requestBytesSent: true
-                    )
+                if ftruncate(bodyFile.descriptor.raw, 0) != 0 {
+                    abortError = TransportError.fileIO("cannot truncate the response body file", errno: errno, requestBytesSent: true)
                     return false
                 }
-                resumeOffset = 0
+                bodyFile.resumeOffset = 0
             }
-            resumeValidator = validator
+            bodyFile.resumeValidator = validator
             return true
         }
     }
 
     /// Closes and deletes the partial response body file, if there is one.
     func removePartialFile() {
-        guard let partialFile else { return }
-        if fileDescriptor >= 0 {
-            close(fileDescriptor)
-            fileDescriptor = -1
-        }
-        unlink(partialFile)
-        self.partialFile = nil
+        guard let path = bodyFile.partialPath else { return }
+        bodyFile.descriptor.close()
+        unlink(path)
+        bodyFile.partialPath = nil
     }
 
     /// Asks the driver to cancel this transfer (from any thread; harmless once it is done).
@@ -181,14 +145,8 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     }
 
     func closeFiles() {
-        if fileDescriptor >= 0 {
-            close(fileDescriptor)
-            fileDescriptor = -1
-        }
-        if segmentFD >= 0 {
-            close(segmentFD)
-            segmentFD = -1
-        }
+        bodyFile.descriptor.close()
+        upload.file.close()
     }
 
     /// Clears what one hop received, before the first or a redirected hop starts.
@@ -202,17 +160,10 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
         abortError = nil
         headerState = .awaitingStatusLine
         headerBytes = 0
-        socketErrno = 0
-        restartOnNewConnection = false
-        streamPaused = false
-        receivePaused = false
-        segmentIndex = 0
-        segmentOffset = 0
-        bodyBytesSent = 0
-        if segmentFD >= 0 {
-            close(segmentFD)
-            segmentFD = -1
-        }
+        connection.socketErrno = 0
+        connection.restartsOnNewConnection = false
+        flow = FlowControl()
+        upload.rewind()
     }
 
     var unmanagedPointer: UnsafeMutableRawPointer {
@@ -242,7 +193,7 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
 
     func receiveHeader(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
         let count = bytes.count
-        activity &+= Int64(count)
+        idle.activity &+= Int64(count)
         // A status line starts a new header block (1xx interim responses, or the final one); a
         // field line that happens to start with `HTTP/` is a field.
         if headerState != .inFields && !sawBody, count >= 5, let base = bytes.baseAddress,
@@ -327,17 +278,17 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     )
 
     func receiveBody(_ pointer: UnsafeMutablePointer<CChar>, _ count: Int) -> Int {
-        if streamPaused {
+        if flow.streamPaused {
             // The stream asked for no more for now: libcurl keeps these bytes and stops reading
             // the socket until the stream resumes delivery (``CurlDriver/resumeDelivery(_:)``).
-            receivePaused = true
+            flow.receivePaused = true
             return Int(ccurl_writefunc_pause())
         }
-        activity &+= Int64(count)
+        idle.activity &+= Int64(count)
         if !sawBody {
             sawBody = true
             discardingBody = willFollowRedirect()
-            if !discardingBody, fileDescriptor < 0, stream == nil {
+            if !discardingBody, !bodyFile.descriptor.isOpen, stream == nil {
                 let started = body.start(
                     expected: contentLength > 0 && contentLength <= limit ? Int(contentLength) : nil,
                     scratch: easy.unsafelyUnwrapped.bodyScratch
@@ -346,7 +297,7 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
                     abortError = Self.outOfMemory
                     return 0
                 }
-            } else if !discardingBody, fileDescriptor >= 0, !prepareBodyFile(easy.unsafelyUnwrapped) {
+            } else if !discardingBody, bodyFile.descriptor.isOpen, !prepareBodyFile(easy.unsafelyUnwrapped) {
                 return 0
             } else if !discardingBody, let stream, stream.observesResponse {
                 let easy = easy.unsafelyUnwrapped
@@ -372,18 +323,13 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
             )
             return 0
         }
-        if fileDescriptor >= 0 {
+        if bodyFile.descriptor.isOpen {
             var offset = 0
             while offset < count {
-                let written = write(fileDescriptor, pointer + offset, count - offset)
+                let written = write(bodyFile.descriptor.raw, pointer + offset, count - offset)
                 if written < 0 {
                     if errno == EINTR { continue }
-                    abortError = TransportError(
-                        .fileIO,
-                        message: "cannot write the response body file: \(String(cString: strerror(errno)))",
-                        osErrno: errno,
-                        requestBytesSent: true
-                    )
+                    abortError = TransportError.fileIO("cannot write the response body file", errno: errno, requestBytesSent: true)
                     return 0
                 }
                 offset += written
@@ -393,7 +339,7 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
             case .more:
                 break
             case .pause:
-                streamPaused = true
+                flow.streamPaused = true
             case .stop:
                 abortError = Self.streamStopped
                 return 0
@@ -425,161 +371,5 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
         case 301, 302, 303, 307, 308: return true
         default: return false
         }
-    }
-
-    // MARK: - Request body
-
-    func readBody(into buffer: UnsafeMutablePointer<CChar>, capacity: Int) -> Int {
-        guard let segments = request.body?.segments else { return 0 }
-        var filled = 0
-        while filled < capacity && segmentIndex < segments.count {
-            switch segments[segmentIndex] {
-            case .data(let data):
-                let remaining = data.count - segmentOffset
-                if remaining <= 0 {
-                    segmentIndex += 1
-                    segmentOffset = 0
-                    continue
-                }
-                let chunk = min(remaining, capacity - filled)
-                data.withUnsafeBytes { bytes in
-                    (buffer + filled).update(
-                        from: bytes.baseAddress!.advanced(by: segmentOffset).assumingMemoryBound(to: CChar.self),
-                        count: chunk
-                    )
-                }
-                segmentOffset += chunk
-                filled += chunk
-            case .file(let path):
-                if segmentFD < 0 {
-                    segmentFD = open(path, O_RDONLY | O_CLOEXEC)
-                    if segmentFD < 0 {
-                        abortError = TransportError(
-                            .fileIO,
-                            message: "cannot open request body file \(path): \(String(cString: strerror(errno)))",
-                            osErrno: errno,
-                            requestBytesSent: true
-                        )
-                        return Int(ccurl_readfunc_abort())
-                    }
-                }
-                let count = read(segmentFD, buffer + filled, capacity - filled)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    abortError = TransportError(
-                        .fileIO,
-                        message: "cannot read request body file \(path): \(String(cString: strerror(errno)))",
-                        osErrno: errno,
-                        requestBytesSent: true
-                    )
-                    return Int(ccurl_readfunc_abort())
-                }
-                if count == 0 {
-                    close(segmentFD)
-                    segmentFD = -1
-                    segmentIndex += 1
-                    segmentOffset = 0
-                    continue
-                }
-                filled += count
-            }
-        }
-        bodyBytesSent += Int64(filled)
-        activity &+= Int64(filled)
-        return filled
-    }
-
-    /// libcurl asks to rewind when it must send the body again on the same handle.
-    func rewindBody(to offset: Int64) -> Int32 {
-        guard offset == 0 else { return ccurl_seekfunc_cantseek() }
-        segmentIndex = 0
-        segmentOffset = 0
-        bodyBytesSent = 0
-        if segmentFD >= 0 {
-            close(segmentFD)
-            segmentFD = -1
-        }
-        return ccurl_seekfunc_ok()
-    }
-}
-
-/// The C callbacks. Each is a non-capturing closure; the `Transfer` arrives in the handle's cell,
-/// the user data.
-enum CurlCallbacks {
-    static let header: ccurl_data_callback = { buffer, size, count, userData in
-        let length = size * count
-        return buffer!.withMemoryRebound(to: UInt8.self, capacity: length) { bytes in
-            Transfer.with(cell: userData) { $0.receiveHeader(UnsafeBufferPointer(start: bytes, count: length)) }
-        }
-    }
-
-    static let write: ccurl_data_callback = { buffer, size, count, userData in
-        Transfer.with(cell: userData) { $0.receiveBody(buffer!, size * count) }
-    }
-
-    static let read: ccurl_data_callback = { buffer, size, count, userData in
-        Transfer.with(cell: userData) { $0.readBody(into: buffer!, capacity: size * count) }
-    }
-
-    static let seek: ccurl_seek_callback = { userData, offset, origin in
-        guard origin == SEEK_SET else { return ccurl_seekfunc_cantseek() }
-        return Transfer.from(cell: userData).rewindBody(to: Int64(offset))
-    }
-
-    /// Opens a socket for libcurl (close-on-exec) and records it with the driver; a failure's
-    /// `errno` stays with the transfer (libcurl reports only "couldn't connect").
-    static let openSocket: ccurl_opensocket_callback = { userData, _, address in
-        guard let address else { return ccurl_socket_bad() }
-        let socket = Glibc.socket(
-            address.pointee.family,
-            address.pointee.socktype | ccurl_sock_cloexec(),
-            address.pointee.protocol
-        )
-        let failure = socket < 0 ? errno : 0
-        Transfer.with(cell: userData) { transfer in
-            if socket < 0 {
-                transfer.socketErrno = failure
-            } else {
-                transfer.driver.connections.opened(socket)
-            }
-        }
-        return socket < 0 ? ccurl_socket_bad() : socket
-    }
-
-    /// Closes a socket of libcurl's; the user data is the driver (the connection may outlive the
-    /// transfer that opened it).
-    static let closeSocket: ccurl_closesocket_callback = { userData, socket in
-        Unmanaged<CurlDriver>.fromOpaque(userData!)._withUnsafeGuaranteedRef { $0.connections.closed(socket) }
-        return close(socket)
-    }
-
-    /// Just before a request goes out: a reused connection with bytes waiting is not used.
-    static let beforeRequest: ccurl_prereq_callback = { userData, primaryAddress, _, primaryPort, localPort in
-        Transfer.with(cell: userData) { transfer in
-            transfer.driver.mayUseConnection(
-                for: transfer,
-                remoteAddress: primaryAddress,
-                remotePort: Int(primaryPort),
-                localPort: Int(localPort)
-            )
-        } ? ccurl_prereqfunc_ok() : ccurl_prereqfunc_abort()
-    }
-
-    static let progress: ccurl_xferinfo_callback = { userData, downloadTotal, downloadNow, uploadTotal, uploadNow in
-        let transfer = Transfer.from(cell: userData)
-        guard let report = transfer.request.options.progress else { return 0 }
-        // A continued download counts the bytes it started with.
-        let offset = transfer.resumeOffset
-        let progress = TransportRequest.Progress(
-            bytesReceived: Int64(downloadNow) + offset,
-            totalBytesExpectedToReceive: downloadTotal > 0 ? Int64(downloadTotal) + offset : 0,
-            bytesSent: Int64(uploadNow),
-            totalBytesExpectedToSend: Int64(uploadTotal)
-        )
-        // libcurl calls many times with the same figures: only changes are reported.
-        guard progress != transfer.reportedProgress else { return 0 }
-        transfer.reportedProgress = progress
-        report(progress)
-        return 0
     }
 }
