@@ -113,7 +113,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     private static func timeAmount(_ duration: Duration) -> TimeAmount {
-        .nanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+        .nanoseconds(duration.nanoseconds)
     }
 
     /// Writes one chunk, and the next only when it has been flushed: one chunk in memory at a time.
@@ -230,7 +230,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             done(keepAlive: keepAlive, context: context)
             return
         }
-        let nanos = Int64(interval.components.seconds) * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
+        let nanos = interval.nanoseconds
         context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanos)) {
             guard context.channel.isActive else { return }
             var buffer = context.channel.allocator.buffer(capacity: 1)
@@ -289,5 +289,12 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     static func reason(_ status: Int) -> String {
         HTTPResponseStatus(statusCode: status).reasonPhrase
+    }
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds (the server's one conversion).
+    fileprivate var nanoseconds: Int64 {
+        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
     }
 }

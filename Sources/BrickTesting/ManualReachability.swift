@@ -9,10 +9,10 @@ public final class ManualReachability: ReachabilityMonitor {
     private struct State {
         var status: ReachabilityStatus
         var hosts: [String: ReachabilityStatus] = [:]
-        var subscribers: [UUID: AsyncStream<Void>.Continuation] = [:]
     }
 
     private let state: Lock<State>
+    private let subscribers = ReachabilityChanges()
 
     /// Creates a monitor.
     ///
@@ -27,20 +27,19 @@ public final class ManualReachability: ReachabilityMonitor {
     ///   - status: The new status.
     ///   - host: One host, or `nil` for all.
     public func set(_ status: ReachabilityStatus, for host: String? = nil) {
-        let subscribers = state.withLock { state -> [AsyncStream<Void>.Continuation] in
+        state.withLock { state in
             if let host {
                 state.hosts[host] = status
             } else {
                 state.status = status
                 state.hosts = [:]
             }
-            return Array(state.subscribers.values)
         }
-        for subscriber in subscribers { subscriber.yield() }
+        subscribers.notify()
     }
 
     /// How many subscriptions are active: parked requests (and other observers) waiting for a change.
-    public var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+    public var subscriberCount: Int { subscribers.count }
 
     /// The status of `host`.
     public func status(for host: String) -> ReachabilityStatus {
@@ -49,12 +48,6 @@ public final class ManualReachability: ReachabilityMonitor {
 
     /// A new subscription to changes.
     public func changes() -> AsyncStream<Void> {
-        let id = UUID()
-        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
-        }
-        state.withLock { $0.subscribers[id] = continuation }
-        return stream
+        subscribers.subscribe()
     }
 }

@@ -121,7 +121,7 @@ extension Session {
     /// (RFC 9111 §5.1).
     private static func transportResponse(_ stored: CachedResponse, age: Duration) -> TransportResponse {
         var fields = stored.headerFields
-        fields[.age] = String(max(0, age.components.seconds))
+        fields[.age] = String(age.wholeSeconds)
         return TransportResponse(
             status: HTTPResponse.Status(code: stored.status),
             headerFields: fields,

@@ -22,6 +22,9 @@ extension Duration {
         return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
     }
 
+    /// Whole seconds, rounded down: 0 for a negative duration (an `Age` field's value).
+    package var wholeSeconds: Int64 { max(0, components.seconds) }
+
     /// The duration in seconds, as a `Double`.
     package var seconds: Double {
         Double(components.seconds) + Double(components.attoseconds) / 1e18

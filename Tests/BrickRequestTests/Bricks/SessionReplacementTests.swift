@@ -23,6 +23,13 @@ final class BrickSessionUser: Component, GETRequestType, UnreachableSessionReque
     var urlString: String { "https://api.example.com/users" }
 }
 
+/// The same with the soft retries (3, 5 s apart).
+final class RetryingBrickSessionUser: Component, GETRequestType, UnreachableSessionRequestType, SoftAutoRetryType,
+    StringResponseType
+{
+    var urlString: String { "https://api.example.com/users" }
+}
+
 /// An endpoint with no response brick: `resume()` must still send it. (`Ping` is another test's.)
 final class Ping2: Component, POSTRequestType, NonAutoRetryType {
     let urlString: String
@@ -94,6 +101,21 @@ struct SessionReplacementTests {
             }
             try await group.waitForAll()
         }
+    }
+
+    @Test("the Testing article's retry example: a 503 then 200, the wait on the replacement's clock")
+    func retryOnManualClock() async throws {
+        let stub = StubTransport()
+        stub.stub(.get, "/users", .status(.serviceUnavailable), StubResponse(body: Data("Ada".utf8)))
+        let clock = ManualClock()
+        try await Unreachable.session.withReplacement(.testing(stub, clock: clock)) {
+            async let user = RetryingBrickSessionUser().value
+            while clock.waiterCount == 0 { await Task.yield() }
+            clock.advance(by: .seconds(5))
+            let name = try await user
+            #expect(name == "Ada")
+        }
+        #expect(stub.requests.count == 2)
     }
 
     @Test("other sessions are untouched; scopes nest, the innermost wins")

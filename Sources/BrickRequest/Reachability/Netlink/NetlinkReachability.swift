@@ -18,7 +18,7 @@ import Synchronization
 /// is a usable default route (IPv4 or IPv6). Lookups send no packets: they only query the routing
 /// table.
 public final class NetlinkReachability: ReachabilityMonitor {
-    private let broadcaster = Broadcaster()
+    private let subscribers = ReachabilityChanges()
     private let stopPipe: (read: Int32, write: Int32)
     /// How long the kernel must be quiet before subscribers are told about a burst of changes.
     public let debounce: Duration
@@ -39,13 +39,13 @@ public final class NetlinkReachability: ReachabilityMonitor {
         guard pipe(&fds) == 0 else { throw NetlinkError(operation: "pipe", errno: errno) }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         stopPipe = (fds[0], fds[1])
-        let broadcaster = self.broadcaster
+        let subscribers = self.subscribers
         let stop = fds[0]
         let quiet = Int32(max(1, debounce.milliseconds(atMost: Int(Int32.max))))
         // The socket is handed to the monitor thread and used only there from now on.
         nonisolated(unsafe) let owned = monitor
         let startError = DetachedThread.start(name: "brick-netlink") {
-            Self.run(monitor: owned, stop: stop, quietMilliseconds: quiet, broadcaster: broadcaster)
+            Self.run(monitor: owned, stop: stop, quietMilliseconds: quiet, subscribers: subscribers)
         }
         guard startError == 0 else {
             // The read end was the thread's; the write end is closed by deinit.
@@ -75,7 +75,7 @@ public final class NetlinkReachability: ReachabilityMonitor {
 
     /// A subscription to bursts of routing changes.
     public func changes() -> AsyncStream<Void> {
-        broadcaster.subscribe()
+        subscribers.subscribe()
     }
 
     static func address(_ host: String) -> [UInt8]? {
@@ -89,7 +89,7 @@ public final class NetlinkReachability: ReachabilityMonitor {
     }
 
     /// The monitor loop: wait for events; once `quietMilliseconds` pass without one, notify.
-    private static func run(monitor: NetlinkSocket, stop: Int32, quietMilliseconds: Int32, broadcaster: Broadcaster) {
+    private static func run(monitor: NetlinkSocket, stop: Int32, quietMilliseconds: Int32, subscribers: ReachabilityChanges) {
         defer { close(stop) }
         var pending = false
         var fingerprint = RouteFingerprint.current()
@@ -110,7 +110,7 @@ public final class NetlinkReachability: ReachabilityMonitor {
                 // Only a burst that changed the routes (or the state of an interface they use) is
                 // news: links without routes of their own come and go on busy hosts.
                 let now = RouteFingerprint.current()
-                if now == nil || now != fingerprint { broadcaster.notify() }
+                if now == nil || now != fingerprint { subscribers.notify() }
                 fingerprint = now
                 continue
             }
@@ -124,24 +124,5 @@ public final class NetlinkReachability: ReachabilityMonitor {
                 return
             }
         }
-    }
-}
-
-/// Fans one notification out to every subscriber. One lock guards the subscriber list.
-final class Broadcaster: Sendable {
-    private let subscribers = Lock<[UUID: AsyncStream<Void>.Continuation]>([:])
-
-    func subscribe() -> AsyncStream<Void> {
-        let id = UUID()
-        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
-        }
-        subscribers.withLock { $0[id] = continuation }
-        return stream
-    }
-
-    func notify() {
-        for continuation in subscribers.withLock({ Array($0.values) }) { continuation.yield() }
     }
 }
