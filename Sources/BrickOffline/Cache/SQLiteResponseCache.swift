@@ -96,7 +96,10 @@ public final class SQLiteResponseCache: ResponseCache {
             } catch let error as DatabaseError
                 where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
             {
-                recovered = try Self.moveAside(path)
+                let file = path
+                recovered = try SQLiteFiles.moveAside(file) {
+                    BrickError(.storage, message: "cannot move the damaged cache \(file) aside: \($0)")
+                }
                 opened = try Self.open(path)
             }
             pool = opened
@@ -364,8 +367,7 @@ public final class SQLiteResponseCache: ResponseCache {
     // MARK: - Opening
 
     private static func open(_ path: String) throws -> DatabasePool {
-        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        if descriptor >= 0 { close(descriptor) }
+        SQLiteFiles.createPrivate(path)
         var configuration = Configuration()
         configuration.label = "BrickOffline.ResponseCache"
         configuration.busyMode = .timeout(5)
@@ -374,24 +376,9 @@ public final class SQLiteResponseCache: ResponseCache {
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
-        try pool.read { db in
-            let check = try String.fetchOne(db, sql: "PRAGMA quick_check") ?? "ok"
-            if check != "ok" {
-                throw DatabaseError(resultCode: .SQLITE_CORRUPT, message: "quick_check: \(check)")
-            }
-        }
+        try pool.read(SQLiteFiles.quickCheck)
         try migrator.migrate(pool)
         return pool
-    }
-
-    private static func moveAside(_ path: String) throws -> String {
-        let target = "\(path).corrupt-\(Int(Date().timeIntervalSince1970 * 1000))"
-        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
-            guard rename(path + suffix, target + suffix) == 0 else {
-                throw BrickError(.storage, message: "cannot move the damaged cache \(path) aside: \(String(cString: strerror(errno)))")
-            }
-        }
-        return target
     }
 
     private static let migrator: DatabaseMigrator = {

@@ -58,7 +58,10 @@ public final class SQLiteOfflineStore: OfflineStore {
             } catch let error as DatabaseError
                 where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
             {
-                recovered = try Self.moveAside(path)
+                let file = path
+                recovered = try SQLiteFiles.moveAside(file) {
+                    OfflineStoreError(.io, message: "cannot move the damaged store \(file) aside: \($0)")
+                }
                 opened = try Self.open(path, synchronous: synchronous)
             }
             pool = opened
@@ -106,9 +109,7 @@ public final class SQLiteOfflineStore: OfflineStore {
     }
 
     private static func open(_ path: String, synchronous: Synchronous) throws -> DatabasePool {
-        // Made 0600 before SQLite sees it: SQLite gives its -wal and -shm files the same mode.
-        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        if descriptor >= 0 { close(descriptor) }
+        SQLiteFiles.createPrivate(path)
         var configuration = Configuration()
         configuration.label = "BrickOffline"
         configuration.busyMode = .timeout(5)
@@ -117,30 +118,13 @@ public final class SQLiteOfflineStore: OfflineStore {
             try db.execute(sql: "PRAGMA synchronous = \(mode)")
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
-        try pool.write { db in
-            let check = try String.fetchOne(db, sql: "PRAGMA quick_check") ?? "ok"
-            if check != "ok" {
-                throw DatabaseError(resultCode: .SQLITE_CORRUPT, message: "quick_check: \(check)")
-            }
-        }
+        try pool.write(SQLiteFiles.quickCheck)
         try migrator.migrate(pool)
         // One process owns this file (the lock): leases of a process that died are void.
         try pool.write { db in
             try db.execute(sql: "UPDATE entry SET leaseToken = NULL, leaseExpiresAt = NULL WHERE leaseToken IS NOT NULL")
         }
         return pool
-    }
-
-    /// Moves a damaged database and its log files aside; returns the new name of the database.
-    private static func moveAside(_ path: String) throws -> String {
-        let stamp = Int(Date().timeIntervalSince1970 * 1000)
-        let target = "\(path).corrupt-\(stamp)"
-        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
-            guard rename(path + suffix, target + suffix) == 0 else {
-                throw OfflineStoreError(.io, message: "cannot move the damaged store \(path) aside: \(String(cString: strerror(errno)))")
-            }
-        }
-        return target
     }
 
     private static let migrator: DatabaseMigrator = {

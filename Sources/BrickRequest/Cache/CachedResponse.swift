@@ -138,16 +138,7 @@ public struct CachedResponse: Sendable {
     }
 
     /// The header fields as `Name: value\r\n` lines, for a store to keep.
-    public var rawHeaders: [UInt8] {
-        var raw: [UInt8] = []
-        for field in headerFields {
-            raw.append(contentsOf: field.name.rawName.utf8)
-            raw.append(contentsOf: ": ".utf8)
-            raw.append(contentsOf: field.value.utf8)
-            raw.append(contentsOf: "\r\n".utf8)
-        }
-        return raw
-    }
+    public var rawHeaders: [UInt8] { headerFields.rawHeaderBytes }
 
     /// Parses header fields kept by ``rawHeaders``.
     ///

@@ -38,3 +38,17 @@ enum HeaderParser {
         return fields
     }
 }
+
+extension HTTPFields {
+    /// The fields as a raw header block: `Name: value\r\n` lines, what ``HeaderParser`` reads back.
+    var rawHeaderBytes: [UInt8] {
+        var raw: [UInt8] = []
+        for field in self {
+            raw.append(contentsOf: field.name.rawName.utf8)
+            raw.append(contentsOf: ": ".utf8)
+            raw.append(contentsOf: field.value.utf8)
+            raw.append(contentsOf: "\r\n".utf8)
+        }
+        return raw
+    }
+}

@@ -67,14 +67,9 @@ public struct TransportResponse: Sendable {
         metrics: TransportMetrics = TransportMetrics(),
         url: String = ""
     ) {
-        var raw: [UInt8] = []
-        for field in headerFields {
-            raw.append(contentsOf: field.name.rawName.utf8)
-            raw.append(contentsOf: ": ".utf8)
-            raw.append(contentsOf: field.value.utf8)
-            raw.append(contentsOf: "\r\n".utf8)
-        }
-        self.init(status: status, rawHeaders: raw, body: body, bodyFile: bodyFile, metrics: metrics, url: url)
+        self.init(
+            status: status,
+            rawHeaders: headerFields.rawHeaderBytes, body: body, bodyFile: bodyFile, metrics: metrics, url: url)
     }
 
     init(

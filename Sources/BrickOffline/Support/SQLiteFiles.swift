@@ -1,0 +1,36 @@
+import Foundation
+import GRDB
+
+/// What the offline store and the response cache do alike with their SQLite files.
+enum SQLiteFiles {
+    /// Creates `path` with mode 0600 when it is missing, before SQLite opens it: SQLite gives its
+    /// `-wal` and `-shm` files the same mode.
+    static func createPrivate(_ path: String) {
+        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if descriptor >= 0 { close(descriptor) }
+    }
+
+    /// Throws `SQLITE_CORRUPT` unless SQLite's `quick_check` passes.
+    static func quickCheck(_ db: Database) throws {
+        let check = try String.fetchOne(db, sql: "PRAGMA quick_check") ?? "ok"
+        if check != "ok" {
+            throw DatabaseError(resultCode: .SQLITE_CORRUPT, message: "quick_check: \(check)")
+        }
+    }
+
+    /// Moves a damaged database and its `-wal` and `-shm` files aside, to
+    /// `PATH.corrupt-MILLISECONDS` (never deleted); returns the new name of the database.
+    ///
+    /// - Parameters:
+    ///   - path: The database file.
+    ///   - failure: The error to throw, given the system's reason, when a file cannot be moved.
+    static func moveAside(_ path: String, failure: (String) -> any Error) throws -> String {
+        let target = "\(path).corrupt-\(Int(Date().timeIntervalSince1970 * 1000))"
+        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+            guard rename(path + suffix, target + suffix) == 0 else {
+                throw failure(String(cString: strerror(errno)))
+            }
+        }
+        return target
+    }
+}
