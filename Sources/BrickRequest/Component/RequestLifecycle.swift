@@ -26,14 +26,25 @@ package final class RequestLifecycle: Sendable {
         var task: TransportTask?
         /// The destination's reachability when the last attempt failed for want of a network.
         var reachabilityAtFailure: ReachabilityStatus?
-        /// The session's set of running requests, while this one is in it.
-        var registry: RunningRequests?
+        /// The session's list of running requests, while this one is in it. Unretained: the
+        /// session (which owns the list) is held by whoever runs the request until it completes.
+        var registry: Unmanaged<RunningRequests>?
     }
 
     private let storage = Lock(Storage())
+    /// Links of the session's list of running requests (``RunningRequests``); read and written
+    /// only under that list's lock.
+    nonisolated(unsafe) var newer: Unmanaged<RequestLifecycle>?
+    nonisolated(unsafe) var older: Unmanaged<RequestLifecycle>?
 
     /// Creates a lifecycle in ``RequestState/waiting``.
     package init() {}
+
+    deinit {
+        // A request that began and was dropped without completing (never, in the library's own
+        // paths) must not stay linked into its session's list.
+        if let registry = storage.withLock({ $0.registry }) { registry._withUnsafeGuaranteedRef { $0.remove(self) } }
+    }
 
     /// The current state.
     package var state: RequestState { storage.withLock { $0.state } }
@@ -47,7 +58,7 @@ package final class RequestLifecycle: Sendable {
         let began = storage.withLock {
             guard $0.state == .waiting else { return false }
             $0.state = .running
-            $0.registry = registry
+            $0.registry = registry.map { Unmanaged.passUnretained($0) }
             return true
         }
         if began { registry?.insert(self) }
@@ -114,7 +125,7 @@ package final class RequestLifecycle: Sendable {
     @discardableResult
     func cancel() -> RequestState {
         let (previous, task, registry) = storage.withLock {
-            storage -> (RequestState, TransportTask?, RunningRequests?) in
+            storage -> (RequestState, TransportTask?, Unmanaged<RunningRequests>?) in
             let previous = storage.state
             guard previous != .completed && previous != .cancelled else { return (previous, nil, nil) }
             storage.state = .cancelled
@@ -124,7 +135,7 @@ package final class RequestLifecycle: Sendable {
             }
             return (previous, storage.task, storage.registry)
         }
-        registry?.remove(self)
+        registry?._withUnsafeGuaranteedRef { $0.remove(self) }
         task?.cancel()
         return previous
     }
@@ -139,7 +150,7 @@ package final class RequestLifecycle: Sendable {
     func completeCountingRetries() -> (completed: Bool, retries: Int) {
         // The task comes out of the lock so that releasing it (and the transfer) happens after it.
         let (_, completed, retries, registry) = storage.withLock {
-            storage -> (TransportTask?, Bool, Int, RunningRequests?) in
+            storage -> (TransportTask?, Bool, Int, Unmanaged<RunningRequests>?) in
             let finished = storage.task
             let registry = storage.registry
             storage.task = nil
@@ -148,25 +159,69 @@ package final class RequestLifecycle: Sendable {
             storage.state = .completed
             return (finished, true, storage.retryCount, registry)
         }
-        registry?.remove(self)
+        registry?._withUnsafeGuaranteedRef { $0.remove(self) }
         return (completed, retries)
     }
 }
 
 /// The requests a session runs now: for ``Session/runningRequests`` and ``Session/cancelAll()``.
 /// A request enters when it begins and leaves when it completes or is cancelled.
+///
+/// An intrusive doubly linked list through the lifecycles themselves (``RequestLifecycle/newer``,
+/// ``RequestLifecycle/older``), under one lock: entering and leaving cost a few pointer writes,
+/// no hashing, no allocation and no reference counting (measured: a dictionary here cost about
+/// 1,000 instructions per request, 1.5 % of the whole). The list holds no reference: a
+/// lifecycle leaves it before it can be freed, since whoever runs the request holds it until it
+/// completes, and `deinit` takes it out in case it never did.
 final class RunningRequests: Sendable {
-    private let table = Lock([ObjectIdentifier: RequestLifecycle]())
+    private struct List {
+        var newest: Unmanaged<RequestLifecycle>?
+        var count = 0
+    }
+
+    private let list = Lock(List())
 
     func insert(_ lifecycle: RequestLifecycle) {
-        table.withLock { $0[ObjectIdentifier(lifecycle)] = lifecycle }
+        list.withLock { list in
+            lifecycle.older = list.newest
+            lifecycle.newer = nil
+            list.newest?._withUnsafeGuaranteedRef { $0.newer = Unmanaged.passUnretained(lifecycle) }
+            list.newest = Unmanaged.passUnretained(lifecycle)
+            list.count += 1
+        }
     }
 
     func remove(_ lifecycle: RequestLifecycle) {
-        _ = table.withLock { $0.removeValue(forKey: ObjectIdentifier(lifecycle)) }
+        list.withLock { list in
+            let me = Unmanaged.passUnretained(lifecycle)
+            let (older, newer) = (lifecycle.older, lifecycle.newer)
+            guard older != nil || newer != nil || list.newest?.toOpaque() == me.toOpaque() else { return }
+            older?._withUnsafeGuaranteedRef { $0.newer = newer }
+            if let newer {
+                newer._withUnsafeGuaranteedRef { $0.older = older }
+            } else {
+                list.newest = older
+            }
+            lifecycle.older = nil
+            lifecycle.newer = nil
+            list.count -= 1
+        }
     }
 
-    var count: Int { table.withLock { $0.count } }
+    var count: Int { list.withLock { $0.count } }
 
-    var all: [RequestLifecycle] { table.withLock { Array($0.values) } }
+    /// The lifecycles in the list, retained (taken under the lock, while each is still alive).
+    var all: [RequestLifecycle] {
+        list.withLock { list in
+            var result: [RequestLifecycle] = []
+            result.reserveCapacity(list.count)
+            var node = list.newest
+            while let current = node {
+                let lifecycle = current.takeUnretainedValue()
+                result.append(lifecycle)
+                node = lifecycle.older
+            }
+            return result
+        }
+    }
 }
