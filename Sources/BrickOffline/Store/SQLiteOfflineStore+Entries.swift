@@ -1,0 +1,406 @@
+import BrickRequest
+import Foundation
+import GRDB
+
+/// The entries: what ``OfflineStore`` asks of the embedded store, one SQLite transaction each.
+extension SQLiteOfflineStore {
+    public func add(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy) async throws -> [OfflineEntry.ID] {
+        try await groupCommit.submit(GroupCommit.Batch(drafts: drafts, dedupe: dedupe)) { batches in
+            // One transaction for every waiting batch; each batch in its own savepoint, so a
+            // duplicate refuses only its own batch.
+            do {
+                return try await self.pool.write { db -> [Result<[OfflineEntry.ID], OfflineStoreError>] in
+                    var results: [Result<[OfflineEntry.ID], OfflineStoreError>] = []
+                    for batch in batches {
+                        var outcome: Result<[OfflineEntry.ID], OfflineStoreError> = .success([])
+                        try db.inSavepoint {
+                            do {
+                                outcome = .success(try Self.insert(batch, into: db))
+                                return .commit
+                            } catch let refusal as OfflineStoreError {
+                                outcome = .failure(refusal)
+                                return .rollback
+                            }
+                        }
+                        results.append(outcome)
+                    }
+                    return results
+                }
+            } catch {
+                let failure = Self.storeError(error, doing: "add entries")
+                return batches.map { _ in .failure(failure) }
+            }
+        }
+    }
+
+    private static func insert(_ batch: GroupCommit.Batch, into db: Database) throws -> [OfflineEntry.ID] {
+        for draft in batch.drafts {
+            if let key = draft.dedupeKey,
+                let existing = try Row.fetchOne(
+                    db,
+                    sql: "SELECT id, leaseToken FROM entry WHERE queue = ? AND dedupeKey = ? AND deadAt IS NULL",
+                    arguments: [draft.queue, key]
+                )
+            {
+                let leased: String? = existing["leaseToken"]
+                if batch.dedupe == .reject || leased != nil {
+                    throw OfflineStoreError(
+                        .duplicate,
+                        message: leased != nil
+                            ? "an entry with dedupe key \(key.debugDescription) is being attempted"
+                            : "an entry with dedupe key \(key.debugDescription) is pending"
+                    )
+                }
+                try db.execute(sql: "DELETE FROM entry WHERE id = ?", arguments: [existing["id"] as String])
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO entry (id, queue, payload, idempotencyKey, dedupeKey, createdAt, notBefore,
+                                       maxAttempts, expiresAt)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    draft.id.uuidString, draft.queue, draft.payload, draft.idempotencyKey, draft.dedupeKey,
+                    draft.createdAt.timeIntervalSince1970, draft.notBefore.timeIntervalSince1970,
+                    draft.maxAttempts, draft.expiresAt?.timeIntervalSince1970,
+                ]
+            )
+        }
+        return batch.drafts.map(\.id)
+    }
+
+    public func lease(queue: String, limit: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] {
+        let token = UUID().uuidString
+        let moment = now.timeIntervalSince1970
+        let expiry = moment + duration.seconds
+        // Looked for first without the write lock, so that a worker with nothing due does not
+        // hold up concurrent adds.
+        let due = try await read("look for due entries") { db in
+            try Bool.fetchOne(
+                db,
+                sql: """
+                    SELECT EXISTS (SELECT 1 FROM entry
+                    WHERE queue = ? AND deadAt IS NULL AND notBefore <= ?
+                      AND (leaseToken IS NULL OR leaseExpiresAt <= ?))
+                    """,
+                arguments: [queue, moment, moment]
+            ) ?? false
+        }
+        guard due else { return [] }
+        return try await write("lease entries") { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM entry
+                    WHERE queue = ? AND deadAt IS NULL AND notBefore <= ?
+                      AND (leaseToken IS NULL OR leaseExpiresAt <= ?)
+                    ORDER BY sequence LIMIT ?
+                    """,
+                arguments: [queue, moment, moment, limit]
+            )
+            var leased: [OfflineEntry] = []
+            for row in rows {
+                try db.execute(
+                    sql: "UPDATE entry SET leaseToken = ?, leaseExpiresAt = ? WHERE sequence = ?",
+                    arguments: [token, expiry, row["sequence"] as Int64]
+                )
+                leased.append(
+                    Self.entry(row, lease: OfflineEntry.Lease(token: UUID(uuidString: token)!, expiresAt: Date(timeIntervalSince1970: expiry)))
+                )
+            }
+            return leased
+        }
+    }
+
+    public func leaseHead(queue: String, now: Date, for duration: Duration) async throws -> OfflineEntry? {
+        let token = UUID()
+        let moment = now.timeIntervalSince1970
+        let expiry = moment + duration.seconds
+        return try await write("lease the head entry") { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT * FROM entry WHERE queue = ? AND deadAt IS NULL ORDER BY sequence LIMIT 1",
+                    arguments: [queue]
+                )
+            else { return nil }
+            let leaseExpiry: Double? = row["leaseExpiresAt"]
+            let notBefore: Double = row["notBefore"]
+            if notBefore > moment || (leaseExpiry.map { $0 > moment } ?? false) { return nil }
+            try db.execute(
+                sql: "UPDATE entry SET leaseToken = ?, leaseExpiresAt = ? WHERE sequence = ?",
+                arguments: [token.uuidString, expiry, row["sequence"] as Int64]
+            )
+            return Self.entry(row, lease: OfflineEntry.Lease(token: token, expiresAt: Date(timeIntervalSince1970: expiry)))
+        }
+    }
+
+    public func replacePending(
+        queue: String,
+        ids: [OfflineEntry.ID],
+        with drafts: [OfflineEntry.Draft]
+    ) async throws -> Bool {
+        try await write("replace pending entries") { db in
+            var first: Int64? = nil
+            for id in ids {
+                guard
+                    let row = try Row.fetchOne(
+                        db,
+                        sql: "SELECT sequence FROM entry WHERE id = ? AND queue = ? AND deadAt IS NULL AND leaseToken IS NULL",
+                        arguments: [id.uuidString, queue]
+                    )
+                else { return false }
+                let sequence: Int64 = row["sequence"]
+                first = min(first ?? sequence, sequence)
+            }
+            for id in ids { try db.execute(sql: "DELETE FROM entry WHERE id = ?", arguments: [id.uuidString]) }
+            // The replacements go where the first replaced entry was: before everything added after it.
+            var sequence = first ?? 0
+            let later = try Int64.fetchAll(
+                db,
+                sql: "SELECT sequence FROM entry WHERE queue = ? AND sequence > ? ORDER BY sequence DESC",
+                arguments: [queue, sequence]
+            )
+            // Make room: move the later entries up by the number of replacements.
+            for existing in later {
+                try db.execute(
+                    sql: "UPDATE entry SET sequence = ? WHERE sequence = ?",
+                    arguments: [existing + Int64(drafts.count), existing]
+                )
+            }
+            for draft in drafts {
+                try db.execute(
+                    sql: """
+                        INSERT INTO entry (sequence, id, queue, payload, idempotencyKey, dedupeKey, createdAt,
+                                           notBefore, maxAttempts, expiresAt)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        first == nil ? nil : sequence, draft.id.uuidString, draft.queue, draft.payload,
+                        draft.idempotencyKey, draft.dedupeKey, draft.createdAt.timeIntervalSince1970,
+                        draft.notBefore.timeIntervalSince1970, draft.maxAttempts, draft.expiresAt?.timeIntervalSince1970,
+                    ]
+                )
+                sequence += 1
+            }
+            return true
+        }
+    }
+
+    public func setAside(_ ids: [OfflineEntry.ID], reason: String, now: Date) async throws {
+        try await write("set entries aside") { db in
+            for id in ids {
+                try db.execute(
+                    sql: "UPDATE entry SET deadAt = ?, deadReason = ? WHERE id = ? AND deadAt IS NULL AND leaseToken IS NULL",
+                    arguments: [now.timeIntervalSince1970, reason, id.uuidString]
+                )
+            }
+        }
+    }
+
+    public func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool {
+        try await write("extend a lease") { db in
+            try db.execute(
+                sql: "UPDATE entry SET leaseExpiresAt = ? WHERE id = ? AND leaseToken = ?",
+                arguments: [expiry.timeIntervalSince1970, id.uuidString, lease.uuidString]
+            )
+            return db.changesCount == 1
+        }
+    }
+
+    public func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool {
+        try await write("remove a delivered entry") { db in
+            try db.execute(
+                sql: "DELETE FROM entry WHERE id = ? AND leaseToken = ?",
+                arguments: [id.uuidString, lease.uuidString]
+            )
+            return db.changesCount == 1
+        }
+    }
+
+    public func reschedule(
+        _ id: OfflineEntry.ID,
+        lease: UUID,
+        notBefore: Date,
+        attempt: OfflineEntry.AttemptRecord,
+        countsAttempt: Bool
+    ) async throws -> Bool {
+        try await write("reschedule an entry") { db in
+            try db.execute(
+                sql: """
+                    UPDATE entry SET leaseToken = NULL, leaseExpiresAt = NULL,
+                        notBefore = MAX(notBefore, ?), pausedUntil = ?, attempts = attempts + ?,
+                        lastAttemptAt = ?, lastStatus = ?, lastError = ?
+                    WHERE id = ? AND leaseToken = ?
+                    """,
+                arguments: [
+                    notBefore.timeIntervalSince1970, notBefore.timeIntervalSince1970, countsAttempt ? 1 : 0,
+                    attempt.date.timeIntervalSince1970, attempt.status, attempt.error,
+                    id.uuidString, lease.uuidString,
+                ]
+            )
+            return db.changesCount == 1
+        }
+    }
+
+    public func bury(
+        _ id: OfflineEntry.ID,
+        lease: UUID,
+        reason: String,
+        attempt: OfflineEntry.AttemptRecord?,
+        countsAttempt: Bool
+    ) async throws -> Bool {
+        let now = Date().timeIntervalSince1970
+        return try await write("set an entry aside") { db in
+            try db.execute(
+                sql: """
+                    UPDATE entry SET leaseToken = NULL, leaseExpiresAt = NULL, deadAt = ?, deadReason = ?,
+                        attempts = attempts + ?,
+                        lastAttemptAt = COALESCE(?, lastAttemptAt), lastStatus = COALESCE(?, lastStatus),
+                        lastError = COALESCE(?, lastError)
+                    WHERE id = ? AND leaseToken = ?
+                    """,
+                arguments: [
+                    attempt?.date.timeIntervalSince1970 ?? now, reason, countsAttempt ? 1 : 0,
+                    attempt?.date.timeIntervalSince1970, attempt?.status, attempt?.error,
+                    id.uuidString, lease.uuidString,
+                ]
+            )
+            return db.changesCount == 1
+        }
+    }
+
+    public func clearPauses(queue: String, now: Date) async throws {
+        let moment = now.timeIntervalSince1970
+        try await write("clear pauses") { db in
+            // Only pauses: a scheduled entry's own `notBefore` is later than its pause, or it has none.
+            try db.execute(
+                sql: """
+                    UPDATE entry SET notBefore = ?, pausedUntil = NULL
+                    WHERE queue = ? AND deadAt IS NULL AND pausedUntil IS NOT NULL AND notBefore > ?
+                      AND notBefore <= pausedUntil
+                    """,
+                arguments: [moment, queue, moment]
+            )
+        }
+    }
+
+    public func nextDue(queue: String) async throws -> Date? {
+        try await read("find the next due entry") { db in
+            try Double.fetchOne(
+                db,
+                sql: "SELECT MIN(notBefore) FROM entry WHERE queue = ? AND deadAt IS NULL AND leaseToken IS NULL",
+                arguments: [queue]
+            ).map { Date(timeIntervalSince1970: $0) }
+        }
+    }
+
+    public func count(queue: String) async throws -> Int {
+        try await read("count entries") { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM entry WHERE queue = ? AND deadAt IS NULL", arguments: [queue])
+                ?? 0
+        }
+    }
+
+    public func list(queue: String) async throws -> [OfflineEntry] {
+        try await read("list entries") { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM entry WHERE queue = ? AND deadAt IS NULL ORDER BY sequence",
+                arguments: [queue]
+            ).map { Self.entry($0) }
+        }
+    }
+
+    public func deadLetters(queue: String) async throws -> [OfflineEntry] {
+        try await read("list dead letters") { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM entry WHERE queue = ? AND deadAt IS NOT NULL ORDER BY deadAt, sequence",
+                arguments: [queue]
+            ).map { Self.entry($0) }
+        }
+    }
+
+    public func retryDeadLetter(_ id: OfflineEntry.ID, now: Date) async throws {
+        try await write("retry a dead letter") { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT * FROM entry WHERE id = ? AND deadAt IS NOT NULL",
+                    arguments: [id.uuidString]
+                )
+            else { throw OfflineStoreError(.notFound, message: "no dead letter \(id)") }
+            // Re-inserted at the end of its queue: a new sequence, attempts from zero.
+            try db.execute(sql: "DELETE FROM entry WHERE id = ?", arguments: [id.uuidString])
+            try db.execute(
+                sql: """
+                    INSERT INTO entry (id, queue, payload, idempotencyKey, dedupeKey, createdAt, notBefore,
+                                       maxAttempts, expiresAt, lastAttemptAt, lastStatus, lastError)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)
+                    """,
+                arguments: [
+                    row["id"] as String, row["queue"] as String, row["payload"] as Data,
+                    row["idempotencyKey"] as String, row["dedupeKey"] as String?, row["createdAt"] as Double,
+                    now.timeIntervalSince1970, row["maxAttempts"] as Int?, row["lastAttemptAt"] as Double?,
+                    row["lastStatus"] as Int?, row["lastError"] as String?,
+                ]
+            )
+        }
+    }
+
+    public func remove(_ id: OfflineEntry.ID) async throws {
+        try await write("remove an entry") { db in
+            try db.execute(sql: "DELETE FROM entry WHERE id = ?", arguments: [id.uuidString])
+        }
+    }
+
+    public func removeAll(queue: String) async throws {
+        try await write("remove all entries") { db in
+            try db.execute(sql: "DELETE FROM entry WHERE queue = ?", arguments: [queue])
+        }
+    }
+
+    /// `PRAGMA integrity_check`: `"ok"` for a sound file (for tests and diagnostics).
+    public func integrityCheck() async throws -> String {
+        try await read("check integrity") { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") ?? "" }
+    }
+
+    // MARK: - Rows
+
+    private static func entry(_ row: Row, lease: OfflineEntry.Lease? = nil) -> OfflineEntry {
+        let leaseToken: String? = row["leaseToken"]
+        let leaseExpiry: Double? = row["leaseExpiresAt"]
+        let lastAttemptAt: Double? = row["lastAttemptAt"]
+        let deadAt: Double? = row["deadAt"]
+        return OfflineEntry(
+            id: UUID(uuidString: row["id"]) ?? UUID(),
+            queue: row["queue"],
+            sequence: row["sequence"],
+            payload: row["payload"],
+            idempotencyKey: row["idempotencyKey"],
+            dedupeKey: row["dedupeKey"],
+            createdAt: Date(timeIntervalSince1970: row["createdAt"]),
+            notBefore: Date(timeIntervalSince1970: row["notBefore"]),
+            attempts: row["attempts"],
+            maxAttempts: row["maxAttempts"],
+            expiresAt: (row["expiresAt"] as Double?).map { Date(timeIntervalSince1970: $0) },
+            lease: lease
+                ?? leaseToken.flatMap { token in
+                    UUID(uuidString: token).map {
+                        OfflineEntry.Lease(token: $0, expiresAt: Date(timeIntervalSince1970: leaseExpiry ?? 0))
+                    }
+                },
+            lastAttempt: lastAttemptAt.map {
+                OfflineEntry.AttemptRecord(
+                    date: Date(timeIntervalSince1970: $0),
+                    status: row["lastStatus"],
+                    error: row["lastError"]
+                )
+            },
+            deadLetter: deadAt.map {
+                OfflineEntry.DeadLetter(date: Date(timeIntervalSince1970: $0), reason: row["deadReason"] ?? "")
+            }
+        )
+    }
+}
