@@ -50,19 +50,20 @@ extension Session {
         return (await send(signed, lifecycle: lifecycle), credential.generation)
     }
 
-    /// One attempt, registered with the lifecycle so `cancel()` stops it.
+    /// One attempt, registered with the lifecycle so `cancel()` stops it. The awaiting task is
+    /// resumed at the transport's next safe point (``ResumptionBatch``).
     func send(
         _ request: TransportRequest,
         lifecycle: RequestLifecycle
     ) async -> Result<
         TransportResponse, TransportError
     > {
-        let transport = self.transport
+        let (transport, resumptions) = (self.transport, self.resumptions)
         return await withUnsafeContinuation {
             (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
             let task = transport.start(request) { result in
                 self.noteReachability(after: result, of: request, lifecycle: lifecycle)
-                continuation.resume(returning: result)
+                resumptions.resume(continuation, with: result, on: transport)
             }
             lifecycle.attach(task)
         }

@@ -34,6 +34,8 @@ public final class Session: Sendable {
     package let clock: SessionClock
     /// The requests running now.
     let running = RunningRequests()
+    /// Where the async path's continuations are resumed from.
+    let resumptions = ResumptionBatch()
     /// Stored responses being revalidated in the background (`stale-while-revalidate`), so that
     /// each is revalidated once at a time.
     let backgroundRevalidations = Lock(Set<String>())
