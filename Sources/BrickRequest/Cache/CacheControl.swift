@@ -66,9 +66,6 @@ public struct CacheControl: Sendable, Hashable {
         }
     }
 
-    /// Whether any directive was present.
-    public var isEmpty: Bool { self == CacheControl() }
-
     private mutating func parse(_ value: String) {
         for (name, argument) in Self.directives(value) {
             switch name {

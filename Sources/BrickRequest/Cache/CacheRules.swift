@@ -131,12 +131,12 @@ package enum CacheRules {
             return .deliverRevalidated
         }
         guard let stored, mayFallBack(policy: policy, stored: stored) else {
-            return .deliverNetwork(store: isServerError(result) ? false : true)
+            return .deliverNetwork(store: !isServerError(result))
         }
         switch result {
         case .unreachable:
-            if policy == .networkElseCache { return .deliverStoredAsFallback }
-            return allowsStaleIfError(stored) ? .deliverStoredAsFallback : .deliverNetwork(store: true)
+            // `mayFallBack` said the stored response may stand in for exactly this.
+            return .deliverStoredAsFallback
         case .response(let status) where serverErrors.contains(status):
             return allowsStaleIfError(stored) ? .deliverStoredAsFallback : .deliverNetwork(store: false)
         case .response, .failed:

@@ -130,6 +130,27 @@ public struct CachedResponse: Sendable {
         )
     }
 
+    /// This response as a `304 Not Modified` to a revalidation refreshed it (RFC 9111 §4.3.4): the
+    /// `304`'s header fields replace its own (``CacheRules/refreshed(_:with:)``), the body stays,
+    /// and its age counts from the revalidating exchange.
+    ///
+    /// - Parameters:
+    ///   - notModified: The `304`'s header fields.
+    ///   - requestTime: When the revalidation was sent.
+    ///   - responseTime: When the `304` arrived.
+    package func refreshed(with notModified: HTTPFields, requestTime: Date, responseTime: Date) -> CachedResponse {
+        CachedResponse(
+            key: key,
+            variant: variant,
+            status: status,
+            headerFields: CacheRules.refreshed(headerFields, with: notModified),
+            body: body,
+            url: url,
+            requestTime: requestTime,
+            responseTime: responseTime
+        )
+    }
+
     /// Bytes it takes, roughly: body, header fields, key and URL.
     public var byteCount: Int {
         var count = body.count + key.url.utf8.count + url.utf8.count + variant.utf8.count + 64

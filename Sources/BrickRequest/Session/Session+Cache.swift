@@ -172,13 +172,8 @@ extension Session {
         switch decision {
         case .deliverRevalidated:
             guard case .success(let notModified) = transportResult, let stored = exchange.stored else { break }
-            let refreshed = CachedResponse(
-                key: stored.key,
-                variant: stored.variant,
-                status: stored.status,
-                headerFields: CacheRules.refreshed(stored.headerFields, with: notModified.headerFields),
-                body: stored.body,
-                url: stored.url,
+            let refreshed = stored.refreshed(
+                with: notModified.headerFields,
                 requestTime: requestTime,
                 responseTime: responseTime
             )
@@ -275,16 +270,7 @@ extension Session {
             guard case .success(let response) = transportResult else { return }
             if response.status.code == 304 {
                 keep(
-                    CachedResponse(
-                        key: stored.key,
-                        variant: stored.variant,
-                        status: stored.status,
-                        headerFields: CacheRules.refreshed(stored.headerFields, with: response.headerFields),
-                        body: stored.body,
-                        url: stored.url,
-                        requestTime: requestTime,
-                        responseTime: responseTime
-                    ),
+                    stored.refreshed(with: response.headerFields, requestTime: requestTime, responseTime: responseTime),
                     in: exchange.caching.cache
                 )
             } else if response.status.code < 500 {

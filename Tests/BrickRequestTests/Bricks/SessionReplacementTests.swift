@@ -30,8 +30,8 @@ final class RetryingBrickSessionUser: Component, GETRequestType, UnreachableSess
     var urlString: String { "https://api.example.com/users" }
 }
 
-/// An endpoint with no response brick: `resume()` must still send it. (`Ping` is another test's.)
-final class Ping2: Component, POSTRequestType, NonAutoRetryType {
+/// An endpoint with no response brick: `resume()` must still send it.
+final class UnansweredPost: Component, POSTRequestType, NonAutoRetryType {
     let urlString: String
     let session: Session
     init(url: String, session: Session) {
@@ -141,7 +141,7 @@ struct SessionReplacementTests {
     func resumeWithoutResponseBrick() async throws {
         try await withServer { server in
             let session = Session()
-            Ping2(url: server.baseURL + "/post", session: session).resume()
+            UnansweredPost(url: server.baseURL + "/post", session: session).resume()
             for _ in 0..<500 where server.requests(path: "/post").isEmpty { try await Task.sleep(for: .milliseconds(10)) }
             #expect(server.requests(path: "/post").count == 1)
         }
