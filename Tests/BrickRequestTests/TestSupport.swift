@@ -31,6 +31,14 @@ extension Result {
 }
 
 /// The calling thread, as a number that can be compared across threads.
+/// The name the kernel shows for the calling thread ("brick-curl" on a transport's driver and
+/// standby threads). Read from /proc, so that no optimizer can reuse a value read before an
+/// `await` (as it may `pthread_self()`'s, which is declared `const`).
+func currentThreadName() -> String {
+    let text = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+    return text.trimmingCharacters(in: .newlines)
+}
+
 func currentThreadID() -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(bitPattern: pthread_self()))) }
 
 /// A validated GET brick whose body is read as `Data`, on a session of the test's own, with

@@ -1,33 +1,53 @@
 import Synchronization
 
+/// A transport that can run at its safe point the tasks that its safe-point work resumes
+/// (``CurlTransport``: ``ResumedTaskCapture``).
+protocol ResumingTransport: Transport {
+    /// Like ``Transport/scheduleOnTransportThread(_:)``, and the tasks `work` resumes onto the
+    /// global executor run at the same safe point, until they next suspend.
+    func scheduleResumptions(_ work: @escaping @Sendable () -> Void) -> Bool
+}
+
 /// Resumes the continuations of ``Session``'s async path (`send`) at the transport's next safe
 /// point, all those of one round of I/O together, instead of one by one from inside libcurl's
-/// completion processing.
+/// completion processing; on a ``ResumingTransport``, the tasks resumed then run there too.
 ///
-/// A resumed task runs on the cooperative pool while the transport thread goes on with its round:
-/// resumed from the middle of it, the task competes (on a 2-core machine, for the other core) with
-/// the round it interrupted and its next request finds the driver busy; resumed at the end, its
-/// request meets a driver that is done and about to look at its inbox. Measured with brick-bench's
-/// `async` mode against nginx, interleaved with the C client (2026-11-25, four runs of 5–7
-/// rounds): one request at a time, 0.03–0.07 closer to the C client (0.86× → 0.93×, 0.84× →
-/// 0.90×, 0.86× → 0.90×, 0.87× → 0.90×); at 16 in flight, no change beyond the noise.
-/// Where the transport cannot schedule (a completion delivered off its thread, a transport without
-/// safe points), a continuation is resumed at once.
+/// A resumed task would run on the cooperative pool while the transport thread goes on with its
+/// round: a pool thread woken per response, and the driver woken again from `poll` by the request
+/// the task sends next. Run at the safe point (``CurlTransport/Configuration/resumesTasksAtSafePoint``),
+/// the task's code up to its next suspension is handled like a `response(_:)` handler: no thread
+/// hop, and its next request is picked up in the same round. Where the transport cannot schedule
+/// (a completion delivered off its thread, a transport without safe points), a continuation is
+/// resumed at once.
 final class ResumptionBatch: Sendable {
     typealias Outcome = Result<TransportResponse, TransportError>
     private typealias Item = (continuation: UnsafeContinuation<Outcome, Never>, outcome: Outcome)
 
     private let pending = Lock<[Item]>([])
+    private let transport: any Transport
+    /// `transport`, when it runs resumed tasks itself.
+    private let resuming: (any ResumingTransport)?
 
-    /// Resumes `continuation` with `outcome` at `transport`'s next safe point (at once when it has
-    /// none to offer).
-    func resume(_ continuation: UnsafeContinuation<Outcome, Never>, with outcome: Outcome, on transport: any Transport) {
+    init(transport: any Transport) {
+        self.transport = transport
+        self.resuming = transport as? any ResumingTransport
+    }
+
+    /// Resumes `continuation` with `outcome` at the transport's next safe point (at once when it
+    /// has none to offer).
+    func resume(_ continuation: UnsafeContinuation<Outcome, Never>, with outcome: Outcome) {
         let first = pending.withLock { items -> Bool in
             items.append((continuation, outcome))
             return items.count == 1
         }
         guard first else { return }
-        if !transport.scheduleOnTransportThread({ self.flush() }) { flush() }
+        let scheduled =
+            if let resuming {
+                resuming.scheduleResumptions { self.flush() }
+            } else {
+                transport.scheduleOnTransportThread { self.flush() }
+            }
+        if !scheduled { flush() }
     }
 
     private func flush() {

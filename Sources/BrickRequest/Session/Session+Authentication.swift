@@ -63,7 +63,7 @@ extension Session {
             (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
             let task = transport.start(request) { result in
                 self.noteReachability(after: result, of: request, lifecycle: lifecycle)
-                resumptions.resume(continuation, with: result, on: transport)
+                resumptions.resume(continuation, with: result)
             }
             lifecycle.attach(task)
         }

@@ -35,7 +35,7 @@ public final class Session: Sendable {
     /// The requests running now.
     let running = RunningRequests()
     /// Where the async path's continuations are resumed from.
-    let resumptions = ResumptionBatch()
+    let resumptions: ResumptionBatch
     /// Stored responses being revalidated in the background (`stale-while-revalidate`), so that
     /// each is revalidated once at a time.
     let backgroundRevalidations = Lock(Set<String>())
@@ -69,6 +69,7 @@ public final class Session: Sendable {
         self.logsRequests = logger.logLevel <= .debug
         self.eventMonitors = eventMonitors
         self.callbacks = CallbackDispatcher(configuration.callbackQueue, transport: self.transport)
+        self.resumptions = ResumptionBatch(transport: self.transport)
         let (transport, reachability) = (self.transport, self.reachability)
         let changes = reachability.changes()
         self.networkWatcher = Task {

@@ -2,12 +2,6 @@ import BrickRequest
 import Foundation
 import Testing
 
-/// The name the kernel shows for the calling thread.
-private func currentThreadName() -> String {
-    let text = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
-    return text.trimmingCharacters(in: .newlines)
-}
-
 @Suite("Threads BrickRequest starts are named (top -H, ps -L, debuggers)")
 struct ThreadNameTests {
     @Test("the transport's driver thread is brick-curl")

@@ -43,12 +43,16 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         case shutdown
     }
 
-    /// What to do with the cookie store; each case gets its answer through its closure.
-
     /// Work run at the safe point, watched by the standby thread. Fixed layout (perf rule 3).
     enum SafePointWork {
         case work(@Sendable () -> Void)
+        /// Work that resumes awaiting tasks: those it resumes onto the global executor run here
+        /// next, each as a `.resumedTask` of its own (``ResumedTaskCapture``).
+        case resumptions(@Sendable () -> Void)
+        /// A job of a task that prefers ``CurlTransport/taskExecutor``.
         case job(UnownedJob)
+        /// A job caught on its way to the global executor, run here as if there.
+        case resumedTask(UnownedJob)
     }
 
     struct Inbox {
@@ -202,6 +206,15 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         return true
     }
 
+    /// Like ``scheduleAtSafePoint(_:)``, and the tasks that `work` resumes onto the global executor
+    /// then run at the same safe point, until they next suspend (``ResumedTaskCapture``), when
+    /// ``CurlTransport/Configuration/resumesTasksAtSafePoint`` allows it.
+    func scheduleResumptions(_ work: @escaping @Sendable () -> Void) -> Bool {
+        guard standby != nil, leaderThread.load(ordering: .relaxed) == pthread_self() else { return false }
+        deferred.append(configuration.resumesTasksAtSafePoint ? .resumptions(work) : .work(work))
+        return true
+    }
+
     /// Runs a task's job that arrived after the loop ended on the global concurrent executor, so
     /// the task is never stranded.
     static func runElsewhere(_ job: UnownedJob) {
@@ -280,7 +293,12 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             let sequence = workSequence
             standby?.watch(sequence)
             // From here until `unwatch` succeeds, the lease may move: touch no driver state.
-            Self.run(items[index], on: executor)
+            if case .resumptions(let work) = items[index] {
+                // The tasks it resumes run next, each watched on its own.
+                for job in ResumedTaskCapture.collect(work) { items.append(.resumedTask(job)) }
+            } else {
+                Self.run(items[index], on: executor)
+            }
             index += 1
             if let standby, !standby.unwatch(sequence) {
                 // A standby took the I/O over while this work ran: the rest goes to it.
@@ -297,13 +315,21 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         return true
     }
 
+    /// Runs one piece of safe-point work (with `executor` `nil` once the loop has ended: jobs then
+    /// go to the global executor, and resumed tasks are not caught).
     static func run(_ work: SafePointWork, on executor: CurlTaskExecutor?) {
         switch work {
-        case .work(let work):
+        case .work(let work), .resumptions(let work):
             work()
         case .job(let job):
             if let executor {
                 job.runSynchronously(on: executor.asUnownedTaskExecutor())
+            } else {
+                Self.runElsewhere(job)
+            }
+        case .resumedTask(let job):
+            if executor != nil {
+                ResumedTaskCapture.run(job)
             } else {
                 Self.runElsewhere(job)
             }

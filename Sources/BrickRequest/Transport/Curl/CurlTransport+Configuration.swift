@@ -101,6 +101,22 @@ extension CurlTransport {
         /// `taskExecutor` hold up the I/O for as long as they run. At least 100 µs otherwise; at most 10 s.
         public var stallLimit: Duration = .milliseconds(5)
 
+        /// Whether a task awaiting a response from a ``Session`` (`value`, `response()`) goes on
+        /// on the driver's thread, at its safe point, until it next suspends. Default `true`.
+        ///
+        /// Such a task would otherwise be resumed on the global concurrent executor: a pool thread
+        /// woken for each response, and the driver woken again from `poll` by the request the task
+        /// sends next. Run at the safe point instead, the task's code after `await` is treated like
+        /// a `response(_:)` handler on the default queue: watched by the standby thread
+        /// (``stallLimit``), so blocking or long computations move the I/O to another thread
+        /// rather than stall it, and the next request it sends needs no wakeup. Measured with
+        /// brick-bench on a 2-core machine: see the README's performance section.
+        ///
+        /// Only tasks bound for the global executor are concerned: a task isolated to an actor
+        /// (`@MainActor`) or preferring a task executor resumes there as always. With `false`, or
+        /// with ``stallLimit`` `.zero`, every awaiting task resumes on the global executor.
+        public var resumesTasksAtSafePoint: Bool = true
+
         /// Creates the default configuration.
         public init() {}
 

@@ -17,7 +17,7 @@ import Synchronization
 ///
 /// When the last reference to a transport goes away, its driver thread stops and every request
 /// still in flight fails with ``TransportError/Kind/shutdown``.
-public final class CurlTransport: Transport {
+public final class CurlTransport: Transport, ResumingTransport {
     private let driver: CurlDriver
     /// The configuration the transport was created with.
     public let configuration: Configuration
@@ -119,6 +119,10 @@ public final class CurlTransport: Transport {
     /// - Returns: Whether the driver took `work`.
     public func scheduleOnTransportThread(_ work: @escaping @Sendable () -> Void) -> Bool {
         driver.scheduleAtSafePoint(work)
+    }
+
+    func scheduleResumptions(_ work: @escaping @Sendable () -> Void) -> Bool {
+        driver.scheduleResumptions(work)
     }
 
     /// Requests in flight (started and not yet completed). For tests and diagnostics.

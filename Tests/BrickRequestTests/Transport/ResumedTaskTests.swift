@@ -1,0 +1,137 @@
+import BrickRequest
+import BrickTestServer
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+/// Records where an actor-isolated caller goes on after `value`.
+private actor IsolatedCaller {
+    func fetch(_ url: String, session: Session) async throws -> (name: String, count: Int) {
+        let body = try await SessionGet(url: url, session: session).value
+        assertIsolated()
+        return (currentThreadName(), body.count)
+    }
+}
+
+@Suite("Awaiting tasks go on at the transport's safe point")
+struct ResumedTaskTests {
+    /// The names of the threads a task with no executor preference runs on after each of `count`
+    /// awaited responses.
+    private func threadsAfterValue(count: Int, session: Session, url: String) async throws -> [String] {
+        try await Task.detached {
+            var names: [String] = []
+            for _ in 0..<count {
+                let body = try await SessionGet(url: url, session: session).value
+                #expect(body.count == 16)
+                names.append(currentThreadName())
+            }
+            return names
+        }.value
+    }
+
+    @Test("a task with no executor preference goes on on the driver's thread after value; off when configured")
+    func ordinaryTaskRunsAtSafePoint() async throws {
+        try await withServer { server in
+            let url = server.baseURL + "/bytes/16"
+            // A long stall limit: a preempted test process never moves the I/O to the standby.
+            let session = Session(transport: curlTransport(stallLimit: .seconds(2)))
+            let names = try await threadsAfterValue(count: 20, session: session, url: url)
+            // A continuation resumed before its task got to suspend is not caught: allow one.
+            #expect(names.filter { $0 == "brick-curl" }.count >= 19, "\(names)")
+
+            let off = Session(
+                transport: curlTransport {
+                    $0.stallLimit = .seconds(2)
+                    $0.resumesTasksAtSafePoint = false
+                }
+            )
+            #expect(try await threadsAfterValue(count: 20, session: off, url: url).allSatisfy { $0 != "brick-curl" })
+            let unwatched = Session(transport: curlTransport(stallLimit: .zero))
+            #expect(
+                try await threadsAfterValue(count: 20, session: unwatched, url: url).allSatisfy { $0 != "brick-curl" }
+            )
+            #expect(server.requestCount == 60)
+        }
+    }
+
+    @Test("actor-isolated callers get their result on their actor")
+    @MainActor
+    func isolatedCallersStayIsolated() async throws {
+        let server = try await BrickTestServer.start()
+        let url = server.baseURL + "/bytes/16"
+        let session = Session(transport: curlTransport(stallLimit: .seconds(2)))
+        for _ in 0..<5 {
+            let body = try await SessionGet(url: url, session: session).value
+            MainActor.assertIsolated()
+            #expect(body.count == 16)
+            #expect(currentThreadName() != "brick-curl")
+        }
+        let caller = IsolatedCaller()
+        for _ in 0..<5 {
+            let (name, count) = try await caller.fetch(url, session: session)
+            #expect(count == 16)
+            #expect(name != "brick-curl")
+        }
+        await server.shutdown()
+    }
+
+    @Test("a task that blocks after value does not stall the transport")
+    func blockingAfterValueDoesNotStallIO() async throws {
+        try await withServer { server in
+            let transport = CurlTransport()
+            let session = Session(transport: transport)
+            let url = server.baseURL + "/bytes/16"
+            let request = try get(url)
+            let started = DispatchSemaphore(value: 0)
+            let answered = DispatchSemaphore(value: 0)
+            let blocked = Task.detached { () -> (String, Bool) in
+                _ = try await SessionGet(url: url, session: session).value
+                let name = currentThreadName()
+                started.signal()
+                // Blocks the thread it goes on on until the transport answers another request.
+                return (name, answered.wait(timeout: .now() + 20) == .success)
+            }
+            #expect(await signalled(started))
+            _ = transport.start(request) { result in
+                #expect((try? result.get())?.status == .ok)
+                answered.signal()
+            }
+            let (name, wasAnswered) = try await blocked.value
+            #expect(name == "brick-curl")
+            #expect(wasAnswered)
+            #expect(transport.stallTakeoverCount == 1)
+            // Awaiting tasks keep working after the takeover.
+            #expect(try await threadsAfterValue(count: 3, session: session, url: url).count == 3)
+        }
+    }
+
+    @Test("cancelling a task whose code runs at the safe point cancels the request it sent from there")
+    func cancellationAfterResumption() async throws {
+        try await withServer { server in
+            let session = Session(transport: curlTransport(stallLimit: .seconds(2)))
+            let fast = server.baseURL + "/bytes/16"
+            let slow = server.baseURL + "/delay/10"
+            let sentSlow = DispatchSemaphore(value: 0)
+            let task = Task.detached { () -> BrickError? in
+                _ = try await SessionGet(url: fast, session: session).value
+                sentSlow.signal()
+                do {
+                    _ = try await SessionGet(url: slow, session: session).value
+                    return nil
+                } catch let error as BrickError {
+                    return error
+                }
+            }
+            #expect(await signalled(sentSlow))
+            // Let the slow request reach the server, then cancel the task.
+            while server.requestCount < 2 { try await Task.sleep(for: .milliseconds(5)) }
+            let clock = ContinuousClock()
+            let start = clock.now
+            task.cancel()
+            let error = try await task.value
+            #expect(error?.code == .cancelled)
+            #expect(clock.now - start < .seconds(5))
+        }
+    }
+}
