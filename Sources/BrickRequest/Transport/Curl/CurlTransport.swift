@@ -23,8 +23,11 @@ public final class CurlTransport: Transport, ResumingTransport {
     public let configuration: Configuration
     /// An executor that runs tasks on the transport's driver thread, between rounds of I/O.
     ///
-    /// A task that prefers it resumes after each response with no thread hop, and the requests it
-    /// starts need no wakeup: the fastest way to run many requests from async code.
+    /// A task that prefers it runs there for its whole life: it resumes after each response with no
+    /// thread hop, and the requests it starts need no wakeup. (An ordinary task awaiting a
+    /// ``Session``'s response gets the same up to its next suspension:
+    /// ``Configuration/resumesTasksAtSafePoint``; preferring this executor also spares the hops
+    /// around its other `await`s.)
     ///
     /// ```swift
     /// try await withThrowingTaskGroup(of: Void.self) { group in
