@@ -84,15 +84,25 @@ public struct TransportTask: Sendable {
 extension Transport {
     /// Sends a request and waits for its outcome. Cancelling the calling task cancels the transfer.
     ///
+    /// On a ``CurlTransport``, a calling task with no executor preference and no actor isolation
+    /// goes on on the transport's thread after the response, until it next suspends, as a
+    /// ``Session``'s `value` does (``CurlTransport/Configuration/resumesTasksAtSafePoint``).
+    ///
     /// - Parameter request: The rendered request.
     /// - Returns: The response (any status).
     /// - Throws: ``TransportError``; ``TransportError/Kind/cancelled`` when the task was cancelled.
     public func send(_ request: TransportRequest) async throws(TransportError) -> TransportResponse {
         let box = TaskBox()
+        let resuming = self as? any ResumingTransport
         let result = await withTaskCancellationHandler {
             await withUnsafeContinuation {
                 (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
-                let task = self.start(request) { continuation.resume(returning: $0) }
+                let task = self.start(request) { result in
+                    if let resuming, resuming.scheduleResumptions({ continuation.resume(returning: result) }) {
+                        return
+                    }
+                    continuation.resume(returning: result)
+                }
                 box.set(task)
             }
         } onCancel: {

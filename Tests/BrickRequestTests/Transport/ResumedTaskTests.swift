@@ -55,6 +55,24 @@ struct ResumedTaskTests {
         }
     }
 
+    @Test("Transport.send on a CurlTransport: the task goes on on the driver's thread too")
+    func transportSendRunsAtSafePoint() async throws {
+        try await withServer { server in
+            let transport = curlTransport(stallLimit: .seconds(2))
+            let request = try get(server.baseURL + "/bytes/16")
+            let names = try await Task.detached {
+                var names: [String] = []
+                for _ in 0..<20 {
+                    let response = try await transport.send(request)
+                    #expect(response.body?.count == 16)
+                    names.append(currentThreadName())
+                }
+                return names
+            }.value
+            #expect(names.filter { $0 == "brick-curl" }.count >= 19, "\(names)")
+        }
+    }
+
     @Test("actor-isolated callers get their result on their actor")
     @MainActor
     func isolatedCallersStayIsolated() async throws {
