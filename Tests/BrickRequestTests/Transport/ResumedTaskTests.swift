@@ -152,4 +152,35 @@ struct ResumedTaskTests {
             #expect(clock.now - start < .seconds(5))
         }
     }
+
+    @Test("many ordinary tasks that block at random after value: every request answered, the I/O moves, nothing left behind")
+    func randomBlockingUnderLoad() async throws {
+        try await withServer { server in
+            let transport = curlTransport(stallLimit: .microseconds(500))
+            let session = Session(transport: transport)
+            let url = server.baseURL + "/bytes/64"
+            let (ok, onDriver) = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+                for worker in 0..<8 {
+                    group.addTask {
+                        var ok = 0
+                        var onDriver = 0
+                        for step in 0..<25 {
+                            let body = try await SessionGet(url: url, session: session).value
+                            if body.count == 64 { ok += 1 }
+                            if currentThreadName() == "brick-curl" { onDriver += 1 }
+                            // Every fourth step blocks the thread it goes on on for 1.5 ms.
+                            if (worker + step) % 4 == 0 { usleep(1_500) }
+                        }
+                        return (ok, onDriver)
+                    }
+                }
+                return try await group.reduce((0, 0)) { ($0.0 + $1.0, $0.1 + $1.1) }
+            }
+            #expect(ok == 200)
+            #expect(onDriver > 100, "only \(onDriver) of 200 went on on the driver's thread")
+            #expect(transport.stallTakeoverCount > 0)
+            #expect(server.requestCount == 200)
+            #expect(transport.activeTransferCount == 0)
+        }
+    }
 }
