@@ -51,19 +51,19 @@ extension Session {
     }
 
     /// One attempt, registered with the lifecycle so `cancel()` stops it. The awaiting task is
-    /// resumed at the transport's next safe point (``ResumptionBatch``).
+    /// resumed at the transport's next safe point where it offers one (``ResumingTransport``).
     func send(
         _ request: TransportRequest,
         lifecycle: RequestLifecycle
     ) async -> Result<
         TransportResponse, TransportError
     > {
-        let (transport, resumptions) = (self.transport, self.resumptions)
+        let (transport, resuming) = (self.transport, self.resuming)
         return await withUnsafeContinuation {
             (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
             let task = transport.start(request) { result in
                 self.noteReachability(after: result, of: request, lifecycle: lifecycle)
-                resumptions.resume(continuation, with: result)
+                continuation.resume(returning: result, through: resuming)
             }
             lifecycle.attach(task)
         }

@@ -34,8 +34,8 @@ public final class Session: Sendable {
     package let clock: SessionClock
     /// The requests running now.
     let running = RunningRequests()
-    /// Where the async path's continuations are resumed from.
-    let resumptions: ResumptionBatch
+    /// ``transport``, when it resumes awaiting tasks at its own safe point.
+    let resuming: (any ResumingTransport)?
     /// Stored responses being revalidated in the background (`stale-while-revalidate`), so that
     /// each is revalidated once at a time.
     let backgroundRevalidations = Lock(Set<String>())
@@ -69,7 +69,7 @@ public final class Session: Sendable {
         self.logsRequests = logger.logLevel <= .debug
         self.eventMonitors = eventMonitors
         self.callbacks = CallbackDispatcher(configuration.callbackQueue, transport: self.transport)
-        self.resumptions = ResumptionBatch(transport: self.transport)
+        self.resuming = self.transport as? any ResumingTransport
         let (transport, reachability) = (self.transport, self.reachability)
         let changes = reachability.changes()
         self.networkWatcher = Task {

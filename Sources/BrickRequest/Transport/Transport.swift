@@ -97,12 +97,7 @@ extension Transport {
         let result = await withTaskCancellationHandler {
             await withUnsafeContinuation {
                 (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
-                let task = self.start(request) { result in
-                    if let resuming, resuming.scheduleResumptions({ continuation.resume(returning: result) }) {
-                        return
-                    }
-                    continuation.resume(returning: result)
-                }
+                let task = self.start(request) { continuation.resume(returning: $0, through: resuming) }
                 box.set(task)
             }
         } onCancel: {

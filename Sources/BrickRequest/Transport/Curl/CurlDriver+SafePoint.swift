@@ -7,18 +7,9 @@ extension CurlDriver {
     /// Runs `work` on the driver at its next safe point, watched by the standby thread. Only from
     /// the leader outside safe-point work (a completion); returns `false` elsewhere, or when
     /// ``CurlTransport/Configuration/stallLimit`` is zero.
-    func scheduleAtSafePoint(_ work: @escaping @Sendable () -> Void) -> Bool {
+    func scheduleAtSafePoint(_ work: SafePointWork) -> Bool {
         guard standby != nil, leaderThread.load(ordering: .relaxed) == pthread_self() else { return false }
-        deferred.append(.work(work))
-        return true
-    }
-
-    /// Like ``scheduleAtSafePoint(_:)``, and the tasks that `work` resumes onto the global executor
-    /// then run at the same safe point, until they next suspend (``ResumedTaskCapture``), when
-    /// ``CurlTransport/Configuration/resumesTasksAtSafePoint`` allows it.
-    func scheduleResumptions(_ work: @escaping @Sendable () -> Void) -> Bool {
-        guard standby != nil, leaderThread.load(ordering: .relaxed) == pthread_self() else { return false }
-        deferred.append(configuration.resumesTasksAtSafePoint ? .resumptions(work) : .work(work))
+        deferred.append(work)
         return true
     }
 

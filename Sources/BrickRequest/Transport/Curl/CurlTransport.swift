@@ -19,6 +19,8 @@ import Synchronization
 /// still in flight fails with ``TransportError/Kind/shutdown``.
 public final class CurlTransport: Transport, ResumingTransport {
     private let driver: CurlDriver
+    /// The continuations of tasks awaiting this transport, resumed at the driver's safe point.
+    private let resumptions: ResumptionBatch
     /// The configuration the transport was created with.
     public let configuration: Configuration
     /// An executor that runs tasks on the transport's driver thread, between rounds of I/O.
@@ -61,6 +63,7 @@ public final class CurlTransport: Transport, ResumingTransport {
             proxy: ResolvedProxy(configuration.proxy, environment: ProcessInfo.processInfo.environment)
         )
         self.taskExecutor = driver.executor!
+        self.resumptions = ResumptionBatch(driver: driver)
     }
 
     deinit {
@@ -121,11 +124,14 @@ public final class CurlTransport: Transport, ResumingTransport {
     /// - Parameter work: What to run.
     /// - Returns: Whether the driver took `work`.
     public func scheduleOnTransportThread(_ work: @escaping @Sendable () -> Void) -> Bool {
-        driver.scheduleAtSafePoint(work)
+        driver.scheduleAtSafePoint(.work(work))
     }
 
-    func scheduleResumptions(_ work: @escaping @Sendable () -> Void) -> Bool {
-        driver.scheduleResumptions(work)
+    func resume(
+        _ continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>,
+        with result: Result<TransportResponse, TransportError>
+    ) {
+        resumptions.resume(continuation, with: result)
     }
 
     /// Requests in flight (started and not yet completed). For tests and diagnostics.
