@@ -101,8 +101,9 @@ extension CurlTransport {
         /// `taskExecutor` hold up the I/O for as long as they run. At least 100 µs otherwise; at most 10 s.
         public var stallLimit: Duration = .milliseconds(5)
 
-        /// Whether a task awaiting a response from a ``Session`` (`value`, `response()`) goes on
-        /// on the driver's thread, at its safe point, until it next suspends. Default `true`.
+        /// Whether a task awaiting a response — a ``Session``'s (`value`, `response()`) or
+        /// ``Transport/send(_:)``'s — goes on on the driver's thread, at its safe point, until it
+        /// next suspends. Default `true`.
         ///
         /// Such a task would otherwise be resumed on the global concurrent executor: a pool thread
         /// woken for each response, and the driver woken again from `poll` by the request the task
