@@ -24,6 +24,8 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"]), .yum(["libcurl-devel"]), .brew(["curl"])]
         ),
         .systemLibrary(name: "CNetlink"),
+        // Atomic access to the Swift runtime's global-enqueue hook slot (an opt-in of CurlTransport).
+        .systemLibrary(name: "CRuntimeHook"),
         .systemLibrary(
             name: "CZlib",
             pkgConfig: "zlib",
@@ -34,6 +36,7 @@ let package = Package(
             dependencies: [
                 "CCurl",
                 "CNetlink",
+                "CRuntimeHook",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -79,6 +82,13 @@ let package = Package(
             name: "brick-limits-probe",
             dependencies: ["BrickRequest"],
             path: "Tests/Probes/LimitsProbe"
+        ),
+        // For the test suite: what a transport does to the runtime's process-wide enqueue hook,
+        // observed in a process of its own.
+        .executableTarget(
+            name: "brick-hook-probe",
+            dependencies: ["BrickRequest", "CRuntimeHook"],
+            path: "Tests/Probes/HookProbe"
         ),
         .testTarget(
             name: "BrickRequestTests",

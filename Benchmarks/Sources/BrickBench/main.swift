@@ -64,10 +64,11 @@ if let spin = environment["BRICK_BENCH_HANDOFF_SPIN_US"].flatMap(Int.init) {
 if let limit = environment["BRICK_BENCH_STALL_LIMIT_US"].flatMap(Int.init) {
     configuration.stallLimit = .microseconds(limit)
 }
-// BRICK_BENCH_RESUME_AT_SAFE_POINT=0 turns CurlTransport.Configuration.resumesTasksAtSafePoint off:
-// tasks awaiting `value` then resume on the global executor (the async path before 2026-11-25).
-if environment["BRICK_BENCH_RESUME_AT_SAFE_POINT"] == "0" {
-    configuration.resumesTasksAtSafePoint = false
+// BRICK_BENCH_RESUME_AT_SAFE_POINT=1 turns CurlTransport.Configuration.resumesTasksAtSafePoint on
+// (opt-in: it installs the runtime's global-enqueue hook): tasks awaiting `value` then go on at
+// the driver's safe point. The default resumes them on the global executor.
+if environment["BRICK_BENCH_RESUME_AT_SAFE_POINT"] == "1" {
+    configuration.resumesTasksAtSafePoint = true
 }
 let transport = CurlTransport(configuration: configuration)
 // BRICK_BENCH_CALLBACK_QUEUE=transport runs response(_:) handlers on the transport's thread

@@ -14,7 +14,17 @@ private actor IsolatedCaller {
     }
 }
 
-@Suite("Awaiting tasks go on at the transport's safe point")
+/// A transport that asks for awaiting tasks to go on at its safe point (opt-in), watched with `stallLimit`.
+private func capturingTransport(stallLimit: Duration) -> CurlTransport {
+    let transport = curlTransport {
+        $0.stallLimit = stallLimit
+        $0.resumesTasksAtSafePoint = true
+    }
+    #expect(transport.capturesResumedTasks, "the runtime hook could not be installed in the test process")
+    return transport
+}
+
+@Suite("Awaiting tasks go on at the transport's safe point (opt-in)", .timeLimit(.minutes(2)))
 struct ResumedTaskTests {
     /// The names of the threads a task with no executor preference runs on after each of `count`
     /// awaited responses.
@@ -35,7 +45,7 @@ struct ResumedTaskTests {
         try await withServer { server in
             let url = server.baseURL + "/bytes/16"
             // A long stall limit: a preempted test process never moves the I/O to the standby.
-            let session = Session(transport: curlTransport(stallLimit: .seconds(2)))
+            let session = Session(transport: capturingTransport(stallLimit: .seconds(2)))
             let names = try await threadsAfterValue(count: 20, session: session, url: url)
             // A continuation resumed before its task got to suspend is not caught: allow one.
             #expect(names.filter { $0 == "brick-curl" }.count >= 19, "\(names)")
@@ -47,18 +57,27 @@ struct ResumedTaskTests {
                 }
             )
             #expect(try await threadsAfterValue(count: 20, session: off, url: url).allSatisfy { $0 != "brick-curl" })
-            let unwatched = Session(transport: curlTransport(stallLimit: .zero))
+            // The default: off.
+            let byDefault = Session(transport: CurlTransport())
+            #expect(!(byDefault.transport as! CurlTransport).capturesResumedTasks)
+            #expect(try await threadsAfterValue(count: 20, session: byDefault, url: url).allSatisfy { $0 != "brick-curl" })
+            let unwatched = Session(
+                transport: curlTransport {
+                    $0.stallLimit = .zero
+                    $0.resumesTasksAtSafePoint = true
+                }
+            )
             #expect(
                 try await threadsAfterValue(count: 20, session: unwatched, url: url).allSatisfy { $0 != "brick-curl" }
             )
-            #expect(server.requestCount == 60)
+            #expect(server.requestCount == 80)
         }
     }
 
     @Test("Transport.send on a CurlTransport: the task goes on on the driver's thread too")
     func transportSendRunsAtSafePoint() async throws {
         try await withServer { server in
-            let transport = curlTransport(stallLimit: .seconds(2))
+            let transport = capturingTransport(stallLimit: .seconds(2))
             let request = try get(server.baseURL + "/bytes/16")
             let names = try await Task.detached {
                 var names: [String] = []
@@ -78,7 +97,7 @@ struct ResumedTaskTests {
     func isolatedCallersStayIsolated() async throws {
         let server = try await BrickTestServer.start()
         let url = server.baseURL + "/bytes/16"
-        let session = Session(transport: curlTransport(stallLimit: .seconds(2)))
+        let session = Session(transport: capturingTransport(stallLimit: .seconds(2)))
         for _ in 0..<5 {
             let body = try await SessionGet(url: url, session: session).value
             MainActor.assertIsolated()
@@ -97,7 +116,7 @@ struct ResumedTaskTests {
     @Test("a task that blocks after value does not stall the transport")
     func blockingAfterValueDoesNotStallIO() async throws {
         try await withServer { server in
-            let transport = CurlTransport()
+            let transport = capturingTransport(stallLimit: .milliseconds(5))
             let session = Session(transport: transport)
             let url = server.baseURL + "/bytes/16"
             let request = try get(url)
@@ -127,7 +146,7 @@ struct ResumedTaskTests {
     @Test("cancelling a task whose code runs at the safe point cancels the request it sent from there")
     func cancellationAfterResumption() async throws {
         try await withServer { server in
-            let session = Session(transport: curlTransport(stallLimit: .seconds(2)))
+            let session = Session(transport: capturingTransport(stallLimit: .seconds(2)))
             let fast = server.baseURL + "/bytes/16"
             let slow = server.baseURL + "/delay/10"
             let sentSlow = DispatchSemaphore(value: 0)
@@ -156,7 +175,7 @@ struct ResumedTaskTests {
     @Test("many ordinary tasks that block at random after value: every request answered, the I/O moves, nothing left behind")
     func randomBlockingUnderLoad() async throws {
         try await withServer { server in
-            let transport = curlTransport(stallLimit: .microseconds(500))
+            let transport = capturingTransport(stallLimit: .microseconds(500))
             let session = Session(transport: transport)
             let url = server.baseURL + "/bytes/64"
             let (ok, onDriver) = try await withThrowingTaskGroup(of: (Int, Int).self) { group in

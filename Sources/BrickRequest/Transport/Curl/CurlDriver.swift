@@ -81,6 +81,9 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
     let pollMilliseconds: Int32
     let multi: UnsafeMutableRawPointer
     let configuration: CurlTransport.Configuration
+    /// Whether tasks resumed at the safe point go on there: asked for
+    /// (``CurlTransport/Configuration/resumesTasksAtSafePoint``) and the hook installed.
+    let capturesResumedTasks: Bool
     /// C strings set on every transfer, converted once (libcurl copies them).
     let constantStrings: ConstantStrings
     let statistics = Statistics()
@@ -144,6 +147,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         self.pollMilliseconds = idle > 0 ? Int32(idleCheckNanoseconds / 1_000_000) : 1000
         let limit = configuration.stallLimit.nanoseconds(atMostSeconds: 10)
         self.standby = limit > 0 ? Standby(tickNanoseconds: max(limit, 100_000)) : nil
+        self.capturesResumedTasks = configuration.resumesTasksAtSafePoint && limit > 0 && ResumedTaskCapture.install()
         self.multi = curl_multi_init()!
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, 2 /* CURLPIPE_MULTIPLEX */)
         if let max = configuration.maxConnections {

@@ -103,20 +103,35 @@ extension CurlTransport {
 
         /// Whether a task awaiting a response — a ``Session``'s (`value`, `response()`) or
         /// ``Transport/send(_:)``'s — goes on on the driver's thread, at its safe point, until it
-        /// next suspends. Default `true`.
+        /// next suspends. **Opt-in**, default `false`: it installs a process-wide runtime hook.
         ///
-        /// Such a task would otherwise be resumed on the global concurrent executor: a pool thread
+        /// Such a task is otherwise resumed on the global concurrent executor: a pool thread
         /// woken for each response, and the driver woken again from `poll` by the request the task
         /// sends next. Run at the safe point instead, the task's code after `await` is treated like
         /// a `response(_:)` handler on the default queue: watched by the standby thread
         /// (``stallLimit``), so blocking or long computations move the I/O to another thread
-        /// rather than stall it, and the next request it sends needs no wakeup. Measured with
-        /// brick-bench on a 2-core machine: see the README's performance section.
+        /// rather than stall it, and the next request it sends needs no wakeup.
+        ///
+        /// **What it changes for the whole process.** The catch goes through the Swift runtime's
+        /// `swift_task_enqueueGlobal_hook`, one slot per process. The first transport made with
+        /// `true` stores a hook there with a compare-and-exchange, only if the slot is empty, and
+        /// it stays for the life of the process; enqueues it does not catch (every one not made
+        /// by a driver resuming its own tasks) go straight to the runtime. A hook installed
+        /// before (SwiftNIO's `singletonConcurrencyExecutor` takeover, a test helper such as
+        /// `withMainSerialExecutor`) is never replaced or bypassed: the option then does nothing
+        /// (``CurlTransport/capturesResumedTasks`` says so). Conversely, a library that installs
+        /// its hook later with compare-and-exchange finds the slot taken, and helpers that read
+        /// "a hook is installed" as their own mode being on are misled. It is installed only by
+        /// the toolchains it was tested with (Swift 6.3); elsewhere the option does nothing.
+        ///
+        /// Without it, the same gain with no hook: run the awaiting code on
+        /// ``CurlTransport/taskExecutor`` (`Task(executorPreference:)`,
+        /// `withTaskExecutorPreference`).
         ///
         /// Only tasks bound for the global executor are concerned: a task isolated to an actor
-        /// (`@MainActor`) or preferring a task executor resumes there as always. With `false`, or
-        /// with ``stallLimit`` `.zero`, every awaiting task resumes on the global executor.
-        public var resumesTasksAtSafePoint: Bool = true
+        /// (`@MainActor`) or preferring a task executor resumes there as always. With
+        /// ``stallLimit`` `.zero` the option does nothing.
+        public var resumesTasksAtSafePoint: Bool = false
 
         /// Creates the default configuration.
         public init() {}

@@ -142,6 +142,11 @@ public final class CurlTransport: Transport, ResumingTransport {
     /// executor) block the transport thread. Worth exporting as a metric.
     public var stallTakeoverCount: Int { driver.statistics.takeovers.load(ordering: .relaxed) }
 
+    /// Whether tasks awaiting this transport go on at its safe point: asked for with
+    /// ``Configuration/resumesTasksAtSafePoint`` and the runtime hook installed (`false` when
+    /// another hook was there first, or on a toolchain it was not tested with).
+    public var capturesResumedTasks: Bool { driver.capturesResumedTasks }
+
     /// libcurl easy handles alive (in flight plus pooled for reuse). For tests and diagnostics.
     package var easyHandleCount: Int { driver.statistics.easyHandles.load(ordering: .relaxed) }
 }

@@ -1,8 +1,11 @@
+internal import CRuntimeHook
 import Glibc
+import Synchronization
 
 /// Catches the jobs of tasks that a piece of the driver's safe-point work resumes, so that the
 /// driver runs them itself, at the same safe point, instead of waking a thread of the global
-/// concurrent executor for each.
+/// concurrent executor for each. **Opt-in**
+/// (``CurlTransport/Configuration/resumesTasksAtSafePoint``): it needs a process-wide hook.
 ///
 /// A task awaiting a response in `value` (with no executor preference and no actor isolation)
 /// is resumed onto the global concurrent executor: Dispatch wakes a pool thread, the task runs
@@ -12,25 +15,20 @@ import Glibc
 /// *made by that thread* are handed to the caller instead; the driver runs each job at its safe
 /// point, watched by the standby thread like any other safe-point work, through
 /// `runSynchronously(on: globalConcurrentExecutor)` — so the task is on its own executor there and
-/// no hop follows when it returns to its caller. The task runs until it next suspends (typically
-/// in its next request, which then needs no wakeup), exactly like a `response(_:)` handler.
+/// no hop follows when it returns to its caller.
 ///
-/// Only enqueues to the global executor are caught: a task isolated to an actor (`@MainActor`)
-/// or preferring a task executor is resumed there as always. Enqueues on every other thread, and
-/// on this one outside ``collect(_:)``, go on to the runtime (or to a hook installed before this
-/// one). The catch goes through the Swift runtime's `swift_task_enqueueGlobal_hook`, installed
-/// the first time it is needed; where the runtime has no such hook, ``collect(_:)`` just runs its
-/// body and tasks hop as before.
+/// **The hook.** The catch goes through the Swift runtime's `swift_task_enqueueGlobal_hook`, a
+/// single process-wide slot. ``install()`` stores ours there with one compare-and-exchange, and
+/// only when the slot is empty: a hook another library installed first (SwiftNIO's executor
+/// takeover, a test helper) is never replaced or bypassed — capture is then simply unavailable and
+/// tasks hop as before. Once installed, ours stays for the life of the process (nothing can remove
+/// a hook safely while jobs are being enqueued); every enqueue it does not catch goes straight to
+/// the runtime, so the only effect on others is that the slot is taken: a library that later
+/// installs its own with compare-and-exchange finds it occupied. It is installed only by toolchains
+/// it was tested with (Swift 6.3); elsewhere ``install()`` returns `false`.
 enum ResumedTaskCapture {
     typealias Enqueue = @convention(thin) (UnownedJob) -> Void
     typealias Hook = @convention(thin) (UnownedJob, Enqueue) -> Void
-
-    /// The hook chain: whether ours is installed, and the hook it replaced (called for every job
-    /// it does not catch).
-    private struct Chain {
-        let installed: Bool
-        let previous: Hook?
-    }
 
     /// Where a capturing thread's jobs go: its value is an `UnsafeMutablePointer<[UnownedJob]>`
     /// while ``collect(_:)`` runs on that thread, and nil otherwise.
@@ -40,33 +38,51 @@ enum ResumedTaskCapture {
         return key
     }()
 
-    private static let chain: Chain = {
+    /// Whether our hook is in the runtime's slot (set once, by ``install()``).
+    private static let installed = Atomic<Bool>(false)
+
+    /// The runtime's hook slot, if this runtime has one.
+    static var slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>? {
+        dlsym(nil, "swift_task_enqueueGlobal_hook")?.assumingMemoryBound(to: UnsafeMutableRawPointer?.self)
+    }
+
+    /// The one attempt to install the hook, made the first time a transport asks for it.
+    private static let installation: Bool = {
+        #if compiler(>=6.3) && compiler(<6.4)
         _ = key
-        guard let symbol = dlsym(nil, "swift_task_enqueueGlobal_hook") else {
-            return Chain(installed: false, previous: nil)
-        }
-        let slot = symbol.assumingMemoryBound(to: Hook?.self)
-        let previous = slot.pointee
-        slot.pointee = { job, enqueue in
+        guard let slot else { return false }
+        let hook: Hook = { job, enqueue in
             if let jobs = pthread_getspecific(ResumedTaskCapture.key) {
                 jobs.assumingMemoryBound(to: [UnownedJob].self).pointee.append(job)
-            } else if let previous = ResumedTaskCapture.chain.previous {
-                previous(job, enqueue)
             } else {
                 enqueue(job)
             }
         }
-        return Chain(installed: true, previous: previous)
+        guard brick_hook_install_if_empty(slot, unsafeBitCast(hook, to: UnsafeMutableRawPointer.self)) != 0 else {
+            return false
+        }
+        installed.store(true, ordering: .releasing)
+        return true
+        #else
+        return false
+        #endif
     }()
 
-    /// Whether enqueues can be caught in this process.
-    static var isAvailable: Bool { chain.installed }
+    /// Installs the hook if the slot is empty (once per process); returns whether capture works
+    /// in this process — `false` when another hook was there first or the toolchain is not one it
+    /// was tested with.
+    static func install() -> Bool {
+        installation
+    }
+
+    /// Whether enqueues are being caught in this process.
+    static var isAvailable: Bool { installed.load(ordering: .acquiring) }
 
     /// Runs `body` and returns the jobs it enqueued on the global concurrent executor from this
     /// thread, in order, instead of enqueuing them. The caller must run every one of them
     /// (``run(_:)``), or hand it on to the global executor.
     static func collect(_ body: () -> Void) -> [UnownedJob] {
-        guard chain.installed else {
+        guard isAvailable else {
             body()
             return []
         }

@@ -54,7 +54,7 @@ final class ResumptionBatch: Sendable {
         guard first else { return }
         let flush: @Sendable () -> Void = { self.flush() }
         let work: CurlDriver.SafePointWork =
-            driver.configuration.resumesTasksAtSafePoint ? .resumptions(flush) : .work(flush)
+            driver.capturesResumedTasks ? .resumptions(flush) : .work(flush)
         if !driver.scheduleAtSafePoint(work) { self.flush() }
     }
 
