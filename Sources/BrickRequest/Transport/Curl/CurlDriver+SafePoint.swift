@@ -1,6 +1,26 @@
 import Glibc
 import Synchronization
 
+/// The safe-point work of one round, shared between the leader running it and a standby that
+/// takes the I/O over: the standby takes what the leader has not started, at once, so that the rest
+/// of a round never waits behind one piece of work that blocks.
+struct SafePointRound {
+    /// The round's work; `items[next...]` is not started yet.
+    var items: [CurlDriver.SafePointWork] = []
+    var next = 0
+    /// Bumped at the start of every round, so that a demoted leader never touches a later one.
+    var generation: UInt64 = 0
+    /// Set when a new leader took what was left of this round.
+    var taken = false
+
+    /// The next piece of work of round `generation`, if it is still this thread's to run.
+    mutating func take(in generation: UInt64) -> CurlDriver.SafePointWork? {
+        guard generation == self.generation, !taken, next < items.count else { return nil }
+        defer { next += 1 }
+        return items[next]
+    }
+}
+
 // Safe-point work: what runs on the driver's thread between rounds of I/O, watched by the
 // standby thread (see ``CurlDriver`` and ``Standby``).
 extension CurlDriver {
@@ -20,41 +40,61 @@ extension CurlDriver {
     }
 
     /// Runs the deferred work, each piece watched by the standby. Returns `false` when the lease
-    /// was lost meanwhile: the rest of the work has then been handed to the new leader and this
-    /// thread must not touch driver state again.
+    /// was lost meanwhile: what was not started has then been taken by the new leader
+    /// (``adoptAbandonedRound()``), and this thread must not touch driver state again.
     func runSafePointWork() -> Bool {
-        var items: [SafePointWork] = []
-        swap(&items, &spareDeferred)
-        swap(&items, &deferred)
         let executor = self.executor
+        let generation = round.withLock { round -> UInt64 in
+            round.generation &+= 1
+            round.taken = false
+            round.next = 0
+            swap(&round.items, &deferred)
+            return round.generation
+        }
         leaderThread.store(0, ordering: .relaxed)
         if let standby { standby.ensureAvailable { startThread(leading: false) } }
-        var index = 0
-        while index < items.count {
+        while let item = round.withLock({ $0.take(in: generation) }) {
             workSequence = Standby.next(after: workSequence)
             let sequence = workSequence
             standby?.watch(sequence)
             // From here until `unwatch` succeeds, the lease may move: touch no driver state.
-            if case .resumptions(let work) = items[index] {
+            if case .resumptions(let work) = item {
                 // The tasks it resumes run next, each watched on its own.
-                for job in ResumedTaskCapture.collect(work) { items.append(.resumedTask(job)) }
-            } else {
-                Self.run(items[index], on: executor)
-            }
-            index += 1
-            if let standby, !standby.unwatch(sequence) {
-                // A standby took the I/O over while this work ran: the rest goes to it.
-                while index < items.count {
-                    submit(.safePoint(items[index]))
-                    index += 1
+                let jobs = ResumedTaskCapture.collect(work).map { SafePointWork.resumedTask($0) }
+                let added = jobs.isEmpty || round.withLock { round -> Bool in
+                    guard round.generation == generation, !round.taken else { return false }
+                    round.items.append(contentsOf: jobs)
+                    return true
                 }
-                return false
+                // The round moved to a new leader meanwhile: the jobs follow it.
+                if !added { for job in jobs { submit(.safePoint(job)) } }
+            } else {
+                Self.run(item, on: executor)
             }
+            if let standby, !standby.unwatch(sequence) { return false }
         }
-        items.removeAll(keepingCapacity: true)
-        spareDeferred = items
+        round.withLock { round in
+            round.items.removeAll(keepingCapacity: true)
+            round.next = 0
+            // The emptied buffer becomes the next `deferred`, keeping its capacity.
+            if deferred.isEmpty { swap(&round.items, &deferred) }
+        }
         leaderThread.store(pthread_self(), ordering: .relaxed)
         return true
+    }
+
+    /// A thread that just took the lease over takes the work its predecessor's round had not
+    /// started, to run at its own first safe point, before anything newer.
+    func adoptAbandonedRound() {
+        round.withLock { round in
+            round.taken = true
+            if round.next < round.items.count {
+                deferred.insert(contentsOf: round.items[round.next...], at: 0)
+            }
+            // What was started is done (or still running on the old leader): none of it stays.
+            round.items.removeAll()
+            round.next = 0
+        }
     }
 
     /// Runs one piece of safe-point work (with `executor` `nil` once the loop has ended: jobs then

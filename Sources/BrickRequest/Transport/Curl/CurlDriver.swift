@@ -107,9 +107,10 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
     @exclusivity(unchecked) var running = true
     /// When the network last changed (``monotonicNanoseconds()``), or `nil` if it has not.
     @exclusivity(unchecked) var networkChangedAt: UInt64?
-    /// Safe-point work waiting for the next safe point, and the spare buffer it is swapped with.
+    /// Safe-point work waiting for the next safe point.
     @exclusivity(unchecked) var deferred: [SafePointWork] = []
-    @exclusivity(unchecked) var spareDeferred: [SafePointWork] = []
+    /// The round of safe-point work being run, shared with a standby that takes the I/O over.
+    let round = Lock(SafePointRound())
     @exclusivity(unchecked) var workSequence: UInt64 = 0
     /// When active transfers are next checked for idleness (``monotonicNanoseconds()``).
     @exclusivity(unchecked) var nextIdleCheck: UInt64 = 0
@@ -216,6 +217,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             }
             guard let standby, standby.awaitTakeover() else { return }
             statistics.takeovers.add(1, ordering: .relaxed)
+            adoptAbandonedRound()
             leading = true
         }
     }
