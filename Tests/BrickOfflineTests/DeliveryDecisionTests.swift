@@ -83,4 +83,26 @@ struct DeliveryDecisionTests {
         )
         #expect(decision == row.expected)
     }
+
+    /// Every transport failure kind: the queue (spend an attempt or not) and the manager (keep the
+    /// request or fail it) read the same rule as the retry engine and the cache.
+    @Test("the queue and the manager class every transport failure by NetworkFailure", arguments: [
+        TransportError.Kind.notConnected, .cannotResolveHost, .cannotConnect, .cannotResolveProxy, .timedOut,
+        .connectionReset, .outOfResources, .tls, .tooManyRedirects, .redirectRefused, .bodyTooLarge,
+        .invalidRequest, .invalidResponse, .fileIO, .cancelled, .shutdown, .other,
+    ])
+    func sameRuleEverywhere(kind: TransportError.Kind) {
+        let rule = NetworkFailure.of(kind)
+        let error = TransportError(kind, message: "test")
+        #expect((FailureClass.of(error) == .network) == rule.isNetwork)
+        #expect((FailureClass.of(BrickError.transport(error)) == .network) == rule.isNetwork)
+        let decision = DeliveryDecision.decide(
+            .transport(kind), attemptsBefore: 0, maxAttempts: nil, expiresAt: nil, now: Self.now, retryInterval: Self.interval
+        )
+        guard case .retry(_, let countsAttempt, _) = decision else {
+            Issue.record("a transport failure is retried by default: \(decision)")
+            return
+        }
+        #expect(countsAttempt == rule.mayHaveLeftTheMachine)
+    }
 }

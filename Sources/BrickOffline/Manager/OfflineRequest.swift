@@ -140,23 +140,11 @@ package enum FailureClass: Sendable, Hashable {
     /// Anything else: final unless a hook asks for another attempt.
     case other
 
-    /// The class of `error`: ``BrickError`` codes `notConnected`, `cannotConnect`, `timedOut`,
-    /// `connectionLost`, and the same ``TransportError`` kinds, are network-class (the seed's
-    /// -1001, -1009, -1005); the time limit's own error is not.
+    /// The class of `error`: network-class when ``NetworkFailure/isNetwork`` (no route, no name,
+    /// cannot connect, timed out, connection lost — the seed's -1001, -1009, -1005); the time
+    /// limit's own error is not.
     package static func of(_ error: any Error) -> FailureClass {
-        if let error = error as? BrickError {
-            switch error.code {
-            case .notConnected, .cannotConnect, .timedOut, .connectionLost: return .network
-            default: return .other
-            }
-        }
-        if let error = error as? TransportError {
-            switch error.kind {
-            case .notConnected, .cannotConnect, .cannotResolveHost, .timedOut, .connectionReset: return .network
-            default: return .other
-            }
-        }
-        return .other
+        NetworkFailure.of(error).isNetwork ? .network : .other
     }
 
     /// Overall progress: (completed + the running requests' fractions) / max(1, total), in 0...1;

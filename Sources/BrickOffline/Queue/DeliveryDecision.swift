@@ -53,7 +53,7 @@ package enum DeliveryDecision: Sendable, Hashable {
             countsAttempt = true
             reason = "status \(code)"
         case .transport(let kind):
-            countsAttempt = !(kind == .notConnected || kind == .cannotResolveHost || kind == .outOfResources)
+            countsAttempt = NetworkFailure.of(kind).mayHaveLeftTheMachine
             reason = "transport failure: \(kind)"
         case .unreadable(let why):
             return .deadLetter(reason: "the stored request cannot be sent: \(why)", countsAttempt: false)

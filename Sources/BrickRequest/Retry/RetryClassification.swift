@@ -66,8 +66,6 @@ package enum RetryClassification {
         return (.backOffAndRetry, "status \(status): the server asks to try later")
     }
 
-    /// Whether a failure of this kind means the network is down (the ``RetryVerdict/parkUntilOnline``
-    /// class), so that the destination's reachability decides what happens next.
     /// Whether the retry engine needs to see `result` at all: the cheap check before it, so that
     /// most results skip it. Never `false` for a result the engine could retry or park: a
     /// response whose status the table retries (with retries allowed), any response when a
@@ -89,25 +87,22 @@ package enum RetryClassification {
         }
     }
 
-    /// Whether a failure means the server could not be reached (no route, no name, refused or
-    /// failed connection, timeout, connection reset): what a cache may answer in its place.
-    static func meansUnreachable(_ kind: TransportError.Kind) -> Bool {
-        switch kind {
-        case .notConnected, .cannotResolveHost, .cannotResolveProxy, .cannotConnect, .timedOut, .connectionReset:
-            return true
-        default:
-            return false
-        }
+    /// Whether a failure means the server could not be reached (``NetworkFailure/isNetwork``):
+    /// what a cache may answer in its place.
+    package static func meansUnreachable(_ kind: TransportError.Kind) -> Bool {
+        NetworkFailure.of(kind).isNetwork
     }
 
-    static func waitsForNetwork(_ kind: TransportError.Kind) -> Bool {
-        base(kind).0 == .parkUntilOnline
+    /// Whether a failure means the network is down (``NetworkFailure/offline``): the request
+    /// parks until the destination is reachable.
+    package static func waitsForNetwork(_ kind: TransportError.Kind) -> Bool {
+        NetworkFailure.of(kind) == .offline
     }
 
     private static func base(_ kind: TransportError.Kind) -> (RetryVerdict, String) {
         switch kind {
-        case .notConnected: return (.parkUntilOnline, "no route to the host: wait for the network")
-        case .cannotResolveHost: return (.parkUntilOnline, "the name did not resolve: usually no network")
+        case _ where NetworkFailure.of(kind) == .offline:
+            return (.parkUntilOnline, kind == .notConnected ? "no route to the host: wait for the network" : "the name did not resolve: usually no network")
         case .cannotConnect: return (.backOffAndRetry, "the connection was refused; nothing was sent")
         case .cannotResolveProxy: return (.backOffAndRetry, "the proxy name may resolve later")
         case .timedOut: return (.backOffAndRetry, "a timeout: congestion or a slow server")
