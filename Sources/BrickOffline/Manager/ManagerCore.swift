@@ -11,6 +11,8 @@ final class ManagerCore: Sendable {
         var timeLimit: Duration = .seconds(120)
         var submissionInterval: Duration = .seconds(10)
         var delegate = WeakDelegate(nil)
+        /// How long a lease lasts before another worker may take the entry (extended while it runs).
+        var leaseDuration: Duration = .seconds(300)
     }
 
     /// A stored request read back.
@@ -23,6 +25,8 @@ final class ManagerCore: Sendable {
         var progress: Double = 0
         var deadline: Duration
         var generation: Int
+        /// The lease the attempt holds now (a newer one is adopted if the entry is leased again).
+        var lease: UUID
         /// The task performing the request, once it runs.
         var work: Task<Void, Never>?
     }
@@ -53,7 +57,7 @@ final class ManagerCore: Sendable {
     private let state = Lock(State())
     private let signal = LoopSignal()
     private let origin = Date()
-    private let leaseDuration: Duration = .seconds(300)
+    private var leaseDuration: Duration { settings.withLock { $0.leaseDuration } }
 
     init(name: String, store: any OfflineStore, session: Session) {
         self.name = name
@@ -80,8 +84,22 @@ final class ManagerCore: Sendable {
         var request: Data
     }
 
-    func register<Request: OfflineRequest>(_ type: Request.Type) {
+    /// Registers a type; with `starting`, also starts processing: stored requests of its kind,
+    /// waiting for it since they were read back, are due at once.
+    func register<Request: OfflineRequest>(_ type: Request.Type, starting: Bool) {
         state.withLock { $0.decoders[Request.kind] = { try JSONDecoder().decode(Request.self, from: $0) } }
+        guard starting else { return }
+        Task { [self] in
+            await storeWrite("make the requests waiting for \(Request.kind) due") { store, queue in
+                try await store.clearPauses(queue: queue, now: self.now())
+            }
+            wake()
+        }
+        start()
+    }
+
+    private func isRegistered(_ kind: String) -> Bool {
+        state.withLock { $0.decoders[kind] != nil }
     }
 
     private func payload(_ request: any OfflineRequest) throws(BrickError) -> Data {
@@ -95,22 +113,53 @@ final class ManagerCore: Sendable {
     }
 
     /// Why a stored entry cannot be read back.
-    private struct Unreadable: Error {
-        var reason: String
+    private enum Unreadable: Error {
+        /// Its kind is not registered (yet): it waits, neither attempted nor set aside.
+        case unregistered(kind: String)
+        /// It can never be read: set aside with the reason.
+        case damaged(reason: String)
     }
 
     private func decode(_ entry: OfflineEntry) -> Result<any OfflineRequest, Unreadable> {
         guard let envelope = try? JSONDecoder().decode(Envelope.self, from: entry.payload) else {
-            return .failure(Unreadable(reason: "the stored entry cannot be read"))
+            return .failure(.damaged(reason: "the stored entry cannot be read"))
         }
         guard let decoder = state.withLock({ $0.decoders[envelope.kind] }) else {
-            return .failure(Unreadable(reason: "kind \(envelope.kind.debugDescription) is not registered"))
+            return .failure(.unregistered(kind: envelope.kind))
         }
         do {
             return .success(try decoder(envelope.request))
         } catch {
-            return .failure(Unreadable(reason: "\(envelope.kind) no longer decodes: \(error)"))
+            return .failure(.damaged(reason: "\(envelope.kind) no longer decodes: \(error)"))
         }
+    }
+
+    // MARK: - Store writes
+
+    /// A store write whose failure is reported (logged, and a ``OfflineRequestEvent/storeFailed(_:)``
+    /// event), never dropped; returns the write's result, `nil` when it failed.
+    @discardableResult
+    func storeWrite<T: Sendable>(
+        _ what: String,
+        _ call: @Sendable (any OfflineStore, String) async throws -> T
+    ) async -> T? {
+        do {
+            return try await call(store, name)
+        } catch {
+            report("cannot \(what): \(error)")
+            return nil
+        }
+    }
+
+    /// A write under a lease: `false` from the store means the lease was lost, which is reported.
+    private func leasedWrite(_ what: String, _ id: OfflineEntry.ID, _ call: @Sendable (any OfflineStore) async throws -> Bool) async {
+        let held = await storeWrite(what) { store, _ in try await call(store) }
+        if held == false { report("cannot \(what) \(id): its lease was lost (it was leased again meanwhile)") }
+    }
+
+    private func report(_ failure: String) {
+        session.logger.error("offline store failed", metadata: ["manager": "\(name)", "error": "\(failure)"])
+        events.emit(.storeFailed(failure))
     }
 
     // MARK: - Queueing
@@ -119,8 +168,15 @@ final class ManagerCore: Sendable {
         await loadOutstanding()
         let data = try payload(request)
         let draft = OfflineEntry.Draft(queue: name, payload: data, createdAt: now())
-        let ids = try await storeCall { store, _ in try await store.add([draft], dedupe: .reject) }
+        // Counted before it is stored: the loop may start it as soon as it is.
         state.withLock { $0.outstanding += 1 }
+        let ids: [OfflineEntry.ID]
+        do {
+            ids = try await storeCall { store, _ in try await store.add([draft], dedupe: .reject) }
+        } catch {
+            state.withLock { $0.outstanding = max(0, $0.outstanding - 1) }
+            throw error
+        }
         updateProgress()
         start()
         return ids.first ?? draft.id
@@ -183,7 +239,7 @@ final class ManagerCore: Sendable {
     /// add waits for it), so that no entry is counted twice; from then on, adds and ends count.
     private func loadOutstanding() async {
         guard !state.withLock({ $0.outstandingLoaded }) else { return }
-        let count = (try? await store.count(queue: name)) ?? 0
+        let count = await storeWrite("count the stored requests") { store, queue in try await store.count(queue: queue) } ?? 0
         state.withLock { state in
             guard !state.outstandingLoaded else { return }
             state.outstandingLoaded = true
@@ -206,7 +262,7 @@ final class ManagerCore: Sendable {
             for await _ in session.reachability.changes() {
                 if state.withLock({ $0.stopped }) { return }
                 events.emit(.connectivityChanged)
-                try? await store.clearPauses(queue: name, now: now())
+                await storeWrite("make the kept requests due") { store, queue in try await store.clearPauses(queue: queue, now: self.now()) }
                 wake()
             }
         }
@@ -254,12 +310,15 @@ final class ManagerCore: Sendable {
                 }
             } catch {
                 if isStopped { return }
-                session.logger.error("offline store failed", metadata: ["manager": "\(name)", "error": "\(error)"])
+                report("cannot lease requests: \(error)")
                 await sleep(until: now().addingTimeInterval(settings.withLock { $0.submissionInterval }.seconds))
                 continue
             }
             if leased.isEmpty {
-                let next = state.withLock({ $0.running.isEmpty }) ? try? await store.nextDue(queue: name) : nil
+                let next =
+                    state.withLock({ $0.running.isEmpty })
+                    ? await storeWrite("find the next due request") { store, queue in try await store.nextDue(queue: queue) } ?? nil
+                    : nil
                 await sleep(until: next)
                 continue
             }
@@ -275,13 +334,34 @@ final class ManagerCore: Sendable {
 
     private func begin(_ entry: OfflineEntry) async {
         guard let lease = entry.lease?.token else { return }
+        // Already running here (its lease lapsed and the loop leased it again): never a second
+        // attempt; the running one adopts the new lease.
+        let alreadyRunning = state.withLock { state -> Bool in
+            guard state.running[entry.id] != nil else { return false }
+            state.running[entry.id]?.lease = lease
+            return true
+        }
+        if alreadyRunning { return }
         let request: any OfflineRequest
         switch decode(entry) {
         case .success(let decoded):
             request = decoded
-        case .failure(let unreadable):
-            let reason = unreadable.reason
-            _ = try? await store.bury(entry.id, lease: lease, reason: reason, attempt: nil, countsAttempt: false)
+        case .failure(.unregistered(let kind)):
+            // Waits for its type: paused (not attempted, not counted) until `register` makes it due.
+            let record = OfflineEntry.AttemptRecord(date: now(), status: nil, error: "not attempted: kind \(kind.debugDescription) is not registered")
+            await leasedWrite("keep an entry of an unregistered kind", entry.id) { store in
+                try await store.reschedule(entry.id, lease: lease, notBefore: self.now().addingTimeInterval(3600), attempt: record, countsAttempt: false)
+            }
+            // Registered meanwhile: due now after all.
+            if isRegistered(kind) {
+                await storeWrite("make the requests waiting for \(kind) due") { store, queue in try await store.clearPauses(queue: queue, now: self.now()) }
+                wake()
+            }
+            return
+        case .failure(.damaged(let reason)):
+            await leasedWrite("set an unreadable request aside", entry.id) { store in
+                try await store.bury(entry.id, lease: lease, reason: reason, attempt: nil, countsAttempt: false)
+            }
             finishOutstanding()
             events.emit(.failed(entry.id, error: reason))
             return
@@ -292,21 +372,23 @@ final class ManagerCore: Sendable {
             // Vetoed: stays queued, looked at again after the submission interval.
             let later = now().addingTimeInterval(settings.withLock { $0.submissionInterval }.seconds)
             let record = OfflineEntry.AttemptRecord(date: now(), status: nil, error: "not attempted (vetoed)")
-            _ = try? await store.reschedule(entry.id, lease: lease, notBefore: later, attempt: record, countsAttempt: false)
+            await leasedWrite("keep a vetoed request", entry.id) { store in
+                try await store.reschedule(entry.id, lease: lease, notBefore: later, attempt: record, countsAttempt: false)
+            }
             return
         }
         let limit = settings.withLock { $0.timeLimit }
         let generation = state.withLock { state -> Int in
-            state.running[entry.id] = Running(deadline: session.clock.elapsed() + limit, generation: state.generation)
+            state.running[entry.id] = Running(deadline: session.clock.elapsed() + limit, generation: state.generation, lease: lease)
             return state.generation
         }
         events.emit(.started(entry.id, kind: type(of: request).kind))
         if let delegate, let manager { delegate.offlineRequestManager(manager, didStart: request) }
         updateProgress()
-        Task { [self] in await perform(request, entry: entry, lease: lease, generation: generation) }
+        Task { [self] in await perform(request, entry: entry, generation: generation) }
     }
 
-    private func perform(_ request: any OfflineRequest, entry: OfflineEntry, lease: UUID, generation: Int) async {
+    private func perform(_ request: any OfflineRequest, entry: OfflineEntry, generation: Int) async {
         let id = entry.id
         let context = OfflineRequestContext(
             id: id,
@@ -323,14 +405,36 @@ final class ManagerCore: Sendable {
                 self.state.withLock { $0.running[id]?.deadline = deadline }
             }
         )
+        // The lease is kept while the attempt runs, however long its heartbeats let it.
+        let keeper = LeaseKeeper.keep(
+            id,
+            token: { [weak self] in self?.state.withLock { $0.running[id]?.lease } },
+            store: store,
+            duration: leaseDuration,
+            now: { [weak self] in self?.now() ?? Date() },
+            report: { [weak self] (failure: String) in self?.report(failure) }
+        )
         let outcome = await attempt(request, context: context, id: id)
+        keeper.cancel()
         // An attempt abandoned by `clearAllRequests` changes nothing.
         guard state.withLock({ $0.generation == generation }) else { return }
+        guard let lease = state.withLock({ $0.running[id]?.lease }) else { return }
         let delegate = settings.withLock { $0.delegate.value }
         let manager = owner.value
-        switch outcome {
-        case .success:
-            _ = try? await store.complete(id, lease: lease)
+        let decision = ManagerDecision.decide(
+            outcome,
+            now: now(),
+            submissionInterval: settings.withLock { $0.submissionInterval }
+        ) { error in
+            request.shouldAttemptResubmission(for: error)
+                || (delegate.flatMap { delegate in
+                    manager.map { delegate.offlineRequestManager($0, shouldReattempt: request, after: error) }
+                } ?? false)
+        }
+        let record = { @Sendable (error: String) in OfflineEntry.AttemptRecord(date: self.now(), status: nil, error: error) }
+        switch decision {
+        case .finished:
+            await leasedWrite("remove a finished request", id) { store in try await store.complete(id, lease: lease) }
             state.withLock { state in
                 state.running[id] = nil
                 state.completed += 1
@@ -338,32 +442,29 @@ final class ManagerCore: Sendable {
             finishOutstanding()
             if let delegate, let manager { delegate.offlineRequestManager(manager, didFinish: request) }
             events.emit(.finished(id))
-        case .failure(let error) where !(error is OfflineRequestTimeout) && FailureClass.of(error) == .network:
-            let later = now().addingTimeInterval(settings.withLock { $0.submissionInterval }.seconds)
-            let record = OfflineEntry.AttemptRecord(date: now(), status: nil, error: "\(error)")
-            _ = try? await store.reschedule(id, lease: lease, notBefore: later, attempt: record, countsAttempt: false)
+        case .keep(let later, let reason):
+            await leasedWrite("keep a request for later", id) { store in
+                try await store.reschedule(id, lease: lease, notBefore: later, attempt: record(reason), countsAttempt: false)
+            }
             state.withLock { $0.running[id] = nil }
             updateProgress()
-            events.emit(.kept(id, error: "\(error)"))
-        case .failure(let error):
-            let again =
-                !(error is OfflineRequestTimeout)
-                && (request.shouldAttemptResubmission(for: error)
-                    || (delegate.flatMap { delegate in
-                        manager.map { delegate.offlineRequestManager($0, shouldReattempt: request, after: error) }
-                    } ?? false))
-            let record = OfflineEntry.AttemptRecord(date: now(), status: nil, error: "\(error)")
-            if again {
-                _ = try? await store.reschedule(id, lease: lease, notBefore: now(), attempt: record, countsAttempt: true)
-                state.withLock { $0.running[id] = nil }
-                updateProgress()
-            } else {
-                _ = try? await store.bury(id, lease: lease, reason: "\(error)", attempt: record, countsAttempt: true)
-                state.withLock { $0.running[id] = nil }
-                finishOutstanding()
-                if let delegate, let manager { delegate.offlineRequestManager(manager, didFail: request, with: error) }
-                events.emit(.failed(id, error: "\(error)"))
+            events.emit(.kept(id, error: reason))
+        case .again(let reason):
+            await leasedWrite("attempt a request again", id) { store in
+                try await store.reschedule(id, lease: lease, notBefore: self.now(), attempt: record(reason), countsAttempt: true)
             }
+            state.withLock { $0.running[id] = nil }
+            updateProgress()
+        case .fail(let reason):
+            await leasedWrite("set a failed request aside", id) { store in
+                try await store.bury(id, lease: lease, reason: reason, attempt: record(reason), countsAttempt: true)
+            }
+            state.withLock { $0.running[id] = nil }
+            finishOutstanding()
+            if case .failure(let error) = outcome, let delegate, let manager {
+                delegate.offlineRequestManager(manager, didFail: request, with: error)
+            }
+            events.emit(.failed(id, error: reason))
         }
         wake()
     }

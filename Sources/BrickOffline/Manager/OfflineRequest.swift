@@ -77,6 +77,9 @@ public enum OfflineRequestEvent: Sendable {
     case kept(OfflineEntry.ID, error: String)
     /// Reachability changed.
     case connectivityChanged
+    /// The store could not be read or written (or refused a write because the request's lease was
+    /// lost); what happened is in the text, and in the session's log.
+    case storeFailed(String)
 }
 
 /// The error of an attempt that ran past ``OfflineRequestManager/requestTimeLimit`` without a

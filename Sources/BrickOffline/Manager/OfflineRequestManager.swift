@@ -28,10 +28,16 @@ import Synchronization
 /// - **Progress.** (completed in this batch + the running requests' fractions) / (completed +
 ///   outstanding); 1 when nothing is outstanding, reset to 1 when the last one ends, before its
 ///   `finished` or `failed` is reported.
-/// - **Restart.** Stored requests are read back with the registered types when processing starts
-///   (``attemptSubmission()`` or the first ``queueRequest(_:)``), with the time each was first queued;
-///   one whose kind is not registered, or whose data no longer decodes, is set aside with the
-///   reason, never dropped silently.
+/// - **Restart.** Processing starts with the first ``register(_:)`` (or ``queueRequest(_:)``, or
+///   ``attemptSubmission()``): stored requests are read back with the registered types, with the
+///   time each was first queued, and sent with no other call. One whose kind is not registered yet
+///   waits — neither attempted nor set aside — until its type is registered; one whose data no
+///   longer decodes is set aside with the reason, never dropped silently. (Brick endpoints queued
+///   with ``queueRequest(_:)-(RequestType)`` need no registration: after a restart they go out with
+///   the first of those calls.)
+/// - **One attempt at a time per request.** The lease on a running request is extended while it
+///   runs, however long its heartbeats keep it going, and a request this process is running is
+///   never started again.
 /// - **Crashes.** What was running when the process died is performed again (at least once).
 public final class OfflineRequestManager: Sendable {
     /// The default manager's name: `offline_request_manager`.
@@ -82,7 +88,7 @@ public final class OfflineRequestManager: Sendable {
         self.session = session
         self.core = ManagerCore(name: name, store: store, session: session)
         core.ownerBox.withLock { $0 = WeakManager(self) }
-        register(BrickEndpointRequest.self)
+        core.register(BrickEndpointRequest.self, starting: false)
     }
 
     deinit {
@@ -90,9 +96,11 @@ public final class OfflineRequestManager: Sendable {
     }
 
     /// Registers a request type, so that stored requests of its ``OfflineRequest/kind`` can be read
-    /// back. Register every type before processing starts.
+    /// back, and starts processing: the stored requests of this kind (and every other registered
+    /// one) go out without any other call. Set the ``delegate`` and ``simultaneousRequestCap``
+    /// first.
     public func register<Request: OfflineRequest>(_ type: Request.Type) {
-        core.register(type)
+        core.register(type, starting: true)
     }
 
     /// The most requests performed at once; 1 = strictly serial, in order. Default 10.
@@ -112,6 +120,13 @@ public final class OfflineRequestManager: Sendable {
     public var submissionInterval: Duration {
         get { core.settings.withLock { $0.submissionInterval } }
         set { core.settings.withLock { $0.submissionInterval = newValue } }
+    }
+
+    /// How long a lease on a running request lasts before it lapses (extended every third of it
+    /// while the request runs). For tests of lapsing leases.
+    package var leaseDuration: Duration {
+        get { core.settings.withLock { $0.leaseDuration } }
+        set { core.settings.withLock { $0.leaseDuration = newValue } }
     }
 
     /// Decides and hears what happens; held weakly.

@@ -197,14 +197,15 @@ final class QueueCore: Sendable {
             await apply(.deadLetter(reason: "the stored request cannot be read: \(error)", countsAttempt: false), to: entry, lease: lease, attempt: nil, response: nil)
             return
         }
-        // Keep the lease while the request runs (it matters to stores shared by several workers).
-        // On real time: a test's manual clock must see only the queue's own pauses.
-        let keeper = Task { [store, leaseDuration, self] in
-            while !Task.isCancelled {
-                do { try await Task.sleep(for: leaseDuration / 3) } catch { return }
-                _ = try? await store.extend(entry.id, lease: lease, until: self.now().addingTimeInterval(leaseDuration.seconds))
-            }
-        }
+        // Keep the lease while the request runs, so that it is never leased again under it.
+        let keeper = LeaseKeeper.keep(
+            entry.id,
+            token: { lease },
+            store: store,
+            duration: leaseDuration,
+            now: { [weak self] in self?.now() ?? Date() },
+            report: { [weak self] (description: String) in self?.report(storeFailure: description) }
+        )
         let (outcome, response) = await send(stored, idempotencyKey: entry.idempotencyKey)
         keeper.cancel()
         let finished = now()
@@ -278,22 +279,25 @@ final class QueueCore: Sendable {
         do {
             switch decision {
             case .delivered:
-                try await store.complete(entry.id, lease: lease)
+                if try await !store.complete(entry.id, lease: lease) { report(leaseLost: entry.id) }
                 // The server answers again: every paused entry goes now (the seed's rule).
                 try await store.clearPauses(queue: name, now: now())
                 emit(.delivered(entry.id, status: response?.status.code ?? 200))
                 if let response { finish(entry.id, .success(response)) }
             case .retry(let notBefore, let countsAttempt, let reason):
-                try await store.reschedule(
+                let held = try await store.reschedule(
                     entry.id,
                     lease: lease,
                     notBefore: notBefore,
                     attempt: attempt ?? OfflineEntry.AttemptRecord(date: now(), status: nil, error: reason),
                     countsAttempt: countsAttempt
                 )
+                if !held { report(leaseLost: entry.id) }
                 emit(.paused(entry.id, until: notBefore, reason: reason))
             case .deadLetter(let reason, let countsAttempt):
-                try await store.bury(entry.id, lease: lease, reason: reason, attempt: attempt, countsAttempt: countsAttempt)
+                if try await !store.bury(entry.id, lease: lease, reason: reason, attempt: attempt, countsAttempt: countsAttempt) {
+                    report(leaseLost: entry.id)
+                }
                 emit(.deadLettered(entry.id, reason: reason))
                 session.logger.warning(
                     "offline entry set aside",
@@ -313,8 +317,18 @@ final class QueueCore: Sendable {
     }
 
     private func report(storeFailure error: any Error) {
-        session.logger.error("offline store failed", metadata: ["queue": "\(name)", "error": "\(error)"])
-        emit(.storeFailed("\(error)"))
+        report(storeFailure: "\(error)")
+    }
+
+    private func report(storeFailure description: String) {
+        session.logger.error("offline store failed", metadata: ["queue": "\(name)", "error": "\(description)"])
+        emit(.storeFailed(description))
+    }
+
+    /// The store refused a write because this attempt's lease was no longer held (it lapsed and the
+    /// entry was leased again): what this attempt learned is not recorded; the holder's attempt is.
+    private func report(leaseLost id: OfflineEntry.ID) {
+        report(storeFailure: "the lease of \(id) was lost before its attempt ended; its outcome was not recorded")
     }
 
     // MARK: - Counts and events

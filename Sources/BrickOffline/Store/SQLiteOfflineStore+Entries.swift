@@ -38,11 +38,11 @@ extension SQLiteOfflineStore {
             if let key = draft.dedupeKey,
                 let existing = try Row.fetchOne(
                     db,
-                    sql: "SELECT id, leaseToken FROM entry WHERE queue = ? AND dedupeKey = ? AND deadAt IS NULL",
+                    sql: "SELECT sequence, leaseToken FROM entry WHERE queue = ? AND dedupeKey = ? AND deadAt IS NULL",
                     arguments: [draft.queue, key]
                 )
             {
-                let leased: String? = existing["leaseToken"]
+                let leased = existing["leaseToken"] as? String
                 if batch.dedupe == .reject || leased != nil {
                     throw OfflineStoreError(
                         .duplicate,
@@ -51,7 +51,7 @@ extension SQLiteOfflineStore {
                             : "an entry with dedupe key \(key.debugDescription) is pending"
                     )
                 }
-                try db.execute(sql: "DELETE FROM entry WHERE id = ?", arguments: [existing["id"] as String])
+                try db.execute(sql: "DELETE FROM entry WHERE sequence = ?", arguments: [existing["sequence"] as? Int64])
             }
             try db.execute(
                 sql: """
@@ -99,14 +99,21 @@ extension SQLiteOfflineStore {
                 arguments: [queue, moment, moment, limit]
             )
             var leased: [OfflineEntry] = []
+            let lease = OfflineEntry.Lease(token: UUID(uuidString: token)!, expiresAt: Date(timeIntervalSince1970: expiry))
             for row in rows {
+                let entry: OfflineEntry
+                do {
+                    entry = try Self.entry(row, lease: lease)
+                } catch let damaged as DamagedRow {
+                    // Damaged since the store opened: set aside, never handed out.
+                    try Self.setAside(row, reason: damaged.reason, in: db)
+                    continue
+                }
                 try db.execute(
                     sql: "UPDATE entry SET leaseToken = ?, leaseExpiresAt = ? WHERE sequence = ?",
-                    arguments: [token, expiry, row["sequence"] as Int64]
+                    arguments: [token, expiry, entry.sequence]
                 )
-                leased.append(
-                    Self.entry(row, lease: OfflineEntry.Lease(token: UUID(uuidString: token)!, expiresAt: Date(timeIntervalSince1970: expiry)))
-                )
+                leased.append(entry)
             }
             return leased
         }
@@ -116,22 +123,32 @@ extension SQLiteOfflineStore {
         let token = UUID()
         let moment = now.timeIntervalSince1970
         let expiry = moment + duration.seconds
-        return try await write("lease the head entry") { db in
-            guard
-                let row = try Row.fetchOne(
-                    db,
-                    sql: "SELECT * FROM entry WHERE queue = ? AND deadAt IS NULL ORDER BY sequence LIMIT 1",
-                    arguments: [queue]
+        return try await write("lease the head entry") { db -> OfflineEntry? in
+            while true {
+                guard
+                    let row = try Row.fetchOne(
+                        db,
+                        sql: "SELECT * FROM entry WHERE queue = ? AND deadAt IS NULL ORDER BY sequence LIMIT 1",
+                        arguments: [queue]
+                    )
+                else { return nil }
+                let head: OfflineEntry
+                do {
+                    head = try Self.entry(row)
+                } catch let damaged as DamagedRow {
+                    let error = damaged
+                    // Damaged since the store opened: set aside; the next one is the head.
+                    try Self.setAside(row, reason: error.reason, in: db)
+                    continue
+                }
+                let leaseExpiry = head.lease?.expiresAt.timeIntervalSince1970
+                if head.notBefore.timeIntervalSince1970 > moment || (leaseExpiry.map { $0 > moment } ?? false) { return nil }
+                try db.execute(
+                    sql: "UPDATE entry SET leaseToken = ?, leaseExpiresAt = ? WHERE sequence = ?",
+                    arguments: [token.uuidString, expiry, head.sequence]
                 )
-            else { return nil }
-            let leaseExpiry: Double? = row["leaseExpiresAt"]
-            let notBefore: Double = row["notBefore"]
-            if notBefore > moment || (leaseExpiry.map { $0 > moment } ?? false) { return nil }
-            try db.execute(
-                sql: "UPDATE entry SET leaseToken = ?, leaseExpiresAt = ? WHERE sequence = ?",
-                arguments: [token.uuidString, expiry, row["sequence"] as Int64]
-            )
-            return Self.entry(row, lease: OfflineEntry.Lease(token: token, expiresAt: Date(timeIntervalSince1970: expiry)))
+                return try Self.entry(row, lease: OfflineEntry.Lease(token: token, expiresAt: Date(timeIntervalSince1970: expiry)))
+            }
         }
     }
 
@@ -150,7 +167,7 @@ extension SQLiteOfflineStore {
                         arguments: [id.uuidString, queue]
                     )
                 else { return false }
-                let sequence: Int64 = row["sequence"]
+                guard let sequence = row["sequence"] as? Int64 else { return false }
                 first = min(first ?? sequence, sequence)
             }
             for id in ids { try db.execute(sql: "DELETE FROM entry WHERE id = ?", arguments: [id.uuidString]) }
@@ -287,11 +304,18 @@ extension SQLiteOfflineStore {
 
     public func nextDue(queue: String) async throws -> Date? {
         try await read("find the next due entry") { db in
-            try Double.fetchOne(
+            // Read as whatever SQLite holds: a damaged value is never converted by force.
+            let earliest = try DatabaseValue.fetchOne(
                 db,
                 sql: "SELECT MIN(notBefore) FROM entry WHERE queue = ? AND deadAt IS NULL AND leaseToken IS NULL",
                 arguments: [queue]
-            ).map { Date(timeIntervalSince1970: $0) }
+            )
+            switch earliest?.storage {
+            case .double(let seconds)?: return Date(timeIntervalSince1970: seconds)
+            case .int64(let seconds)?: return Date(timeIntervalSince1970: Double(seconds))
+            case .string?, .blob?: return Date()
+            default: return nil
+            }
         }
     }
 
@@ -304,11 +328,9 @@ extension SQLiteOfflineStore {
 
     public func list(queue: String) async throws -> [OfflineEntry] {
         try await read("list entries") { db in
-            try Row.fetchAll(
-                db,
-                sql: "SELECT * FROM entry WHERE queue = ? AND deadAt IS NULL ORDER BY sequence",
-                arguments: [queue]
-            ).map { Self.entry($0) }
+            Self.entries(
+                try Row.fetchAll(db, sql: "SELECT * FROM entry WHERE queue = ? AND deadAt IS NULL ORDER BY sequence", arguments: [queue])
+            )
         }
     }
 
@@ -318,7 +340,7 @@ extension SQLiteOfflineStore {
                 db,
                 sql: "SELECT * FROM entry WHERE queue = ? AND deadAt IS NOT NULL ORDER BY deadAt, sequence",
                 arguments: [queue]
-            ).map { Self.entry($0) }
+            ).compactMap { Self.lenientEntry($0) }
         }
     }
 
@@ -331,6 +353,9 @@ extension SQLiteOfflineStore {
                     arguments: [id.uuidString]
                 )
             else { throw OfflineStoreError(.notFound, message: "no dead letter \(id)") }
+            guard let dead = Self.lenientEntry(row) else {
+                throw OfflineStoreError(.corrupt, message: "the dead letter \(id) cannot be read")
+            }
             // Re-inserted at the end of its queue: a new sequence, attempts from zero.
             try db.execute(sql: "DELETE FROM entry WHERE id = ?", arguments: [id.uuidString])
             try db.execute(
@@ -340,10 +365,9 @@ extension SQLiteOfflineStore {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)
                     """,
                 arguments: [
-                    row["id"] as String, row["queue"] as String, row["payload"] as Data,
-                    row["idempotencyKey"] as String, row["dedupeKey"] as String?, row["createdAt"] as Double,
-                    now.timeIntervalSince1970, row["maxAttempts"] as Int?, row["lastAttemptAt"] as Double?,
-                    row["lastStatus"] as Int?, row["lastError"] as String?,
+                    dead.id.uuidString, dead.queue, dead.payload, dead.idempotencyKey, dead.dedupeKey,
+                    dead.createdAt.timeIntervalSince1970, now.timeIntervalSince1970, dead.maxAttempts,
+                    row["lastAttemptAt"] as? Double, row["lastStatus"] as? Int64, row["lastError"] as? String,
                 ]
             )
         }
@@ -364,43 +388,5 @@ extension SQLiteOfflineStore {
     /// `PRAGMA integrity_check`: `"ok"` for a sound file (for tests and diagnostics).
     public func integrityCheck() async throws -> String {
         try await read("check integrity") { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") ?? "" }
-    }
-
-    // MARK: - Rows
-
-    private static func entry(_ row: Row, lease: OfflineEntry.Lease? = nil) -> OfflineEntry {
-        let leaseToken: String? = row["leaseToken"]
-        let leaseExpiry: Double? = row["leaseExpiresAt"]
-        let lastAttemptAt: Double? = row["lastAttemptAt"]
-        let deadAt: Double? = row["deadAt"]
-        return OfflineEntry(
-            id: UUID(uuidString: row["id"]) ?? UUID(),
-            queue: row["queue"],
-            sequence: row["sequence"],
-            payload: row["payload"],
-            idempotencyKey: row["idempotencyKey"],
-            dedupeKey: row["dedupeKey"],
-            createdAt: Date(timeIntervalSince1970: row["createdAt"]),
-            notBefore: Date(timeIntervalSince1970: row["notBefore"]),
-            attempts: row["attempts"],
-            maxAttempts: row["maxAttempts"],
-            expiresAt: (row["expiresAt"] as Double?).map { Date(timeIntervalSince1970: $0) },
-            lease: lease
-                ?? leaseToken.flatMap { token in
-                    UUID(uuidString: token).map {
-                        OfflineEntry.Lease(token: $0, expiresAt: Date(timeIntervalSince1970: leaseExpiry ?? 0))
-                    }
-                },
-            lastAttempt: lastAttemptAt.map {
-                OfflineEntry.AttemptRecord(
-                    date: Date(timeIntervalSince1970: $0),
-                    status: row["lastStatus"],
-                    error: row["lastError"]
-                )
-            },
-            deadLetter: deadAt.map {
-                OfflineEntry.DeadLetter(date: Date(timeIntervalSince1970: $0), reason: row["deadReason"] ?? "")
-            }
-        )
     }
 }

@@ -16,7 +16,8 @@ import GRDB
 /// - **Files.** `DIRECTORY/NAME.sqlite` (with `-wal` and `-shm`), mode 0600, in a directory made
 ///   with mode 0700. A file that is not a database or is damaged is moved aside to
 ///   `NAME.sqlite.corrupt-TIMESTAMP` (never deleted) and a new, empty store is made;
-///   ``recoveredFile`` says where the old one went.
+///   ``recoveredFile`` says where the old one went. A row that does not hold a valid entry is set
+///   aside as a dead letter with the reason (``damagedRowsSetAside``), never trapped on.
 /// - **Scale.** Opening reads no entry; counts, leases and the next due date are index lookups.
 public final class SQLiteOfflineStore: OfflineStore {
     /// How hard each commit is synced.
@@ -31,6 +32,9 @@ public final class SQLiteOfflineStore: OfflineStore {
     public let path: String
     /// Where a damaged file found at open was moved, if one was.
     public let recoveredFile: String?
+    /// How many damaged rows (a wrongly typed column, a NULL, an id that is not a UUID) were set
+    /// aside as dead letters when the store opened, each with its reason.
+    public let damagedRowsSetAside: Int
 
     let pool: DatabasePool
     let groupCommit = GroupCommit()
@@ -52,7 +56,7 @@ public final class SQLiteOfflineStore: OfflineStore {
         lockDescriptor = try Self.lock(path + ".lock")
         do {
             var recovered: String? = nil
-            var opened: DatabasePool
+            var opened: (DatabasePool, Int)
             do {
                 opened = try Self.open(path, synchronous: synchronous)
             } catch let error as DatabaseError
@@ -64,7 +68,8 @@ public final class SQLiteOfflineStore: OfflineStore {
                 }
                 opened = try Self.open(path, synchronous: synchronous)
             }
-            pool = opened
+            pool = opened.0
+            damagedRowsSetAside = opened.1
             recoveredFile = recovered
         } catch {
             close(lockDescriptor)
@@ -108,7 +113,7 @@ public final class SQLiteOfflineStore: OfflineStore {
         )
     }
 
-    private static func open(_ path: String, synchronous: Synchronous) throws -> DatabasePool {
+    private static func open(_ path: String, synchronous: Synchronous) throws -> (DatabasePool, Int) {
         SQLiteFiles.createPrivate(path)
         var configuration = Configuration()
         configuration.label = "BrickOffline"
@@ -120,11 +125,13 @@ public final class SQLiteOfflineStore: OfflineStore {
         let pool = try DatabasePool(path: path, configuration: configuration)
         try pool.write(SQLiteFiles.quickCheck)
         try migrator.migrate(pool)
-        // One process owns this file (the lock): leases of a process that died are void.
-        try pool.write { db in
+        // One process owns this file (the lock): leases of a process that died are void. Rows that
+        // do not hold a valid entry (a damaged or foreign file) are set aside with the reason.
+        let damaged = try pool.write { db -> Int in
             try db.execute(sql: "UPDATE entry SET leaseToken = NULL, leaseExpiresAt = NULL WHERE leaseToken IS NOT NULL")
+            return try repairRows(in: db)
         }
-        return pool
+        return (pool, damaged)
     }
 
     private static let migrator: DatabaseMigrator = {

@@ -1,0 +1,207 @@
+import BrickRequest
+import Foundation
+import GRDB
+
+/// Reading rows without trusting them: a database file is input, and a damaged or foreign row
+/// (a wrongly typed column, a NULL where the schema says NOT NULL, an id that is not a UUID) must
+/// never trap. Such a row is set aside as a dead letter with the reason; the rest of the queue goes
+/// on.
+extension SQLiteOfflineStore {
+    /// A row that does not hold a valid entry, and why.
+    struct DamagedRow: Error {
+        var reason: String
+    }
+
+    /// One column of a stored row, read as whatever SQLite holds (never converted by force).
+    private struct Column {
+        let name: String
+        let value: (any DatabaseValueConvertible)?
+
+        init(_ row: Row, _ name: String) {
+            self.name = name
+            value = row[name]
+        }
+
+        private var kind: String {
+            switch value {
+            case nil: return "NULL"
+            case is Int64: return "an integer"
+            case is Double: return "a real number"
+            case is String: return "text"
+            default: return "a blob"
+            }
+        }
+
+        private func damaged(_ expected: String) -> DamagedRow {
+            DamagedRow(reason: "damaged row: \(name) holds \(kind), not \(expected)")
+        }
+
+        func text() throws(DamagedRow) -> String {
+            guard let text = value as? String else { throw damaged("text") }
+            return text
+        }
+
+        func optionalText() throws(DamagedRow) -> String? {
+            value == nil ? nil : try text()
+        }
+
+        func number() throws(DamagedRow) -> Double {
+            if let number = value as? Double, number.isFinite { return number }
+            if let number = value as? Int64 { return Double(number) }
+            throw damaged("a number")
+        }
+
+        func optionalNumber() throws(DamagedRow) -> Double? {
+            value == nil ? nil : try number()
+        }
+
+        func integer() throws(DamagedRow) -> Int64 {
+            if let integer = value as? Int64 { return integer }
+            if let number = value as? Double, number.rounded() == number, abs(number) < 9e15 { return Int64(number) }
+            throw damaged("an integer")
+        }
+
+        func optionalInteger() throws(DamagedRow) -> Int64? {
+            value == nil ? nil : try integer()
+        }
+
+        func bytes() throws(DamagedRow) -> Data {
+            if let data = value as? Data { return data }
+            // SQLite hands back an empty blob as a zero-length value of either type.
+            if let text = value as? String, text.isEmpty { return Data() }
+            throw damaged("a blob")
+        }
+
+        func uuid() throws(DamagedRow) -> UUID {
+            let text = try text()
+            guard let uuid = UUID(uuidString: text), uuid.uuidString == text else {
+                throw DamagedRow(reason: "damaged row: id \(text.prefix(40).debugDescription) is not an upper-case UUID")
+            }
+            return uuid
+        }
+
+        func date() throws(DamagedRow) -> Date { Date(timeIntervalSince1970: try number()) }
+
+        func optionalDate() throws(DamagedRow) -> Date? { try optionalNumber().map { Date(timeIntervalSince1970: $0) } }
+    }
+
+    /// The entry a row holds, or why it holds none. `lease` replaces the row's own (just leased).
+    static func entry(_ row: Row, lease: OfflineEntry.Lease? = nil) throws(DamagedRow) -> OfflineEntry {
+        let leaseToken = try Column(row, "leaseToken").optionalText()
+        let leaseExpiry = try Column(row, "leaseExpiresAt").optionalNumber()
+        let lastAttemptAt = try Column(row, "lastAttemptAt").optionalDate()
+        let lastStatus = try Column(row, "lastStatus").optionalInteger()
+        let lastError = try Column(row, "lastError").optionalText()
+        let deadAt = try Column(row, "deadAt").optionalDate()
+        let deadReason = try Column(row, "deadReason").optionalText()
+        let attempts = try Column(row, "attempts").integer()
+        let maxAttempts = try Column(row, "maxAttempts").optionalInteger()
+        return OfflineEntry(
+            id: try Column(row, "id").uuid(),
+            queue: try Column(row, "queue").text(),
+            sequence: try Column(row, "sequence").integer(),
+            payload: try Column(row, "payload").bytes(),
+            idempotencyKey: try Column(row, "idempotencyKey").text(),
+            dedupeKey: try Column(row, "dedupeKey").optionalText(),
+            createdAt: try Column(row, "createdAt").date(),
+            notBefore: try Column(row, "notBefore").date(),
+            attempts: Int(clamping: attempts),
+            maxAttempts: maxAttempts.map { Int(clamping: $0) },
+            expiresAt: try Column(row, "expiresAt").optionalDate(),
+            lease: lease
+                ?? leaseToken.flatMap { token in
+                    UUID(uuidString: token).map {
+                        OfflineEntry.Lease(token: $0, expiresAt: Date(timeIntervalSince1970: leaseExpiry ?? 0))
+                    }
+                },
+            lastAttempt: lastAttemptAt.map {
+                OfflineEntry.AttemptRecord(date: $0, status: lastStatus.map { Int(clamping: $0) }, error: lastError)
+            },
+            deadLetter: deadAt.map { OfflineEntry.DeadLetter(date: $0, reason: deadReason ?? "") }
+        )
+    }
+
+    /// The rows of a read that hold valid entries; a damaged one is left out (the next lease sets
+    /// it aside).
+    static func entries(_ rows: [Row]) -> [OfflineEntry] {
+        rows.compactMap { try? entry($0) }
+    }
+
+    /// Sets a damaged row aside as a dead letter, by its sequence (the one column SQLite keeps an
+    /// integer), making it readable as one: a fresh id when its own is unusable, dates and counts
+    /// where they are missing. Its payload is kept as it was, for whoever looks into it.
+    static func setAside(_ row: Row, reason: String, in db: Database) throws {
+        guard let sequence = row["sequence"] as? Int64 else { return }
+        let now = Date().timeIntervalSince1970
+        let idIsUsable = (try? Column(row, "id").uuid()) != nil
+        try db.execute(
+            sql: """
+                UPDATE entry SET
+                    id = CASE WHEN ? THEN id ELSE ? END,
+                    queue = CASE WHEN typeof(queue) = 'text' THEN queue ELSE CAST(queue AS TEXT) END,
+                    idempotencyKey = CASE WHEN typeof(idempotencyKey) = 'text' THEN idempotencyKey ELSE '' END,
+                    createdAt = CASE WHEN typeof(createdAt) IN ('real', 'integer') THEN createdAt ELSE ? END,
+                    notBefore = CASE WHEN typeof(notBefore) IN ('real', 'integer') THEN notBefore ELSE ? END,
+                    attempts = CASE WHEN typeof(attempts) = 'integer' THEN attempts ELSE 0 END,
+                    leaseToken = NULL, leaseExpiresAt = NULL,
+                    deadAt = ?, deadReason = ?
+                WHERE sequence = ?
+                """,
+            arguments: [idIsUsable, UUID().uuidString, now, now, now, reason, sequence]
+        )
+    }
+
+    /// An entry read leniently, for listing dead letters: what cannot be read is shown empty.
+    static func lenientEntry(_ row: Row) -> OfflineEntry? {
+        if let entry = try? entry(row) { return entry }
+        guard let sequence = row["sequence"] as? Int64, let id = (row["id"] as? String).flatMap(UUID.init(uuidString:)) else {
+            return nil
+        }
+        func date(_ name: String) -> Date? {
+            (try? Column(row, name).optionalNumber()).flatMap { $0 }.map { Date(timeIntervalSince1970: $0) }
+        }
+        let reason = (row["deadReason"] as? String) ?? "damaged row"
+        return OfflineEntry(
+            id: id,
+            queue: (row["queue"] as? String) ?? "",
+            sequence: sequence,
+            payload: (row["payload"] as? Data) ?? Data(),
+            idempotencyKey: (row["idempotencyKey"] as? String) ?? "",
+            dedupeKey: row["dedupeKey"] as? String,
+            createdAt: date("createdAt") ?? Date(timeIntervalSince1970: 0),
+            notBefore: date("notBefore") ?? Date(timeIntervalSince1970: 0),
+            attempts: Int(clamping: (row["attempts"] as? Int64) ?? 0),
+            maxAttempts: (row["maxAttempts"] as? Int64).map { Int(clamping: $0) },
+            expiresAt: date("expiresAt"),
+            lease: nil,
+            lastAttempt: nil,
+            deadLetter: OfflineEntry.DeadLetter(date: date("deadAt") ?? Date(timeIntervalSince1970: 0), reason: reason)
+        )
+    }
+
+    /// At open: every pending row is checked once; one whose id is a UUID in another spelling
+    /// (lower case) gets its canonical spelling, and one that does not hold a valid entry is set
+    /// aside with the reason. Returns how many were set aside. (Opening already reads the whole
+    /// file once, for `quick_check`.)
+    static func repairRows(in db: Database) throws -> Int {
+        let rows = try Row.fetchAll(db, sql: "SELECT * FROM entry WHERE deadAt IS NULL OR typeof(deadAt) NOT IN ('real', 'integer')")
+        var setAsideCount = 0
+        for row in rows {
+            guard let sequence = row["sequence"] as? Int64 else { continue }
+            var current = row
+            if let text = row["id"] as? String, let uuid = UUID(uuidString: text), uuid.uuidString != text,
+                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM entry WHERE id = ?)", arguments: [uuid.uuidString]) == false
+            {
+                try db.execute(sql: "UPDATE entry SET id = ? WHERE sequence = ?", arguments: [uuid.uuidString, sequence])
+                current = try Row.fetchOne(db, sql: "SELECT * FROM entry WHERE sequence = ?", arguments: [sequence]) ?? row
+            }
+            do {
+                _ = try entry(current)
+            } catch {
+                try setAside(current, reason: error.reason, in: db)
+                setAsideCount += 1
+            }
+        }
+        return setAsideCount
+    }
+}
