@@ -14,7 +14,7 @@ struct StoredRequest: Codable, Sendable, Hashable {
     var body: Data?
 
     /// The header fields that carry credentials: never stored.
-    static let credentialHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
+    static let credentialHeaders: Set<String> = CredentialFields.names
     /// The largest body an entry holds.
     static let maxBodyBytes = 16 << 20
 

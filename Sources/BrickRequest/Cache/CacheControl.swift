@@ -92,11 +92,10 @@ public struct CacheControl: Sendable, Hashable {
     /// arithmetic is taken as 2^31 seconds, as the RFC asks. A missing or bad argument, or a second
     /// different value, marks the freshness invalid.
     private mutating func delta(_ existing: Duration?, _ argument: String?) -> Duration? {
-        guard let argument, !argument.isEmpty, argument.utf8.allSatisfy(\.isASCIIDigit) else {
+        guard let seconds = argument?.deltaSecondsValue else {
             hasInvalidFreshness = true
             return existing
         }
-        let seconds = argument.utf8.count > 10 ? Int64(1) << 31 : min(Int64(argument) ?? Int64(1) << 31, Int64(1) << 31)
         let value = Duration.seconds(seconds)
         if let existing, existing != value { hasInvalidFreshness = true }
         return min(existing ?? value, value)

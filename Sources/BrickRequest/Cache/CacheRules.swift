@@ -58,8 +58,11 @@ package enum CacheRules {
 
     /// How the server's side of the exchange ended, as the rules see it.
     package enum NetworkResult: Sendable, Hashable {
-        /// A response with this status.
+        /// A response with this status (not `304`).
         case response(status: Int)
+        /// A `304`; `selectsStored`: its validators select the stored response
+        /// (``notModifiedSelects(entityTag:lastModified:notModified:)``).
+        case notModified(selectsStored: Bool)
         /// No response, for a reason that means the server could not be reached: no route, cannot
         /// connect or resolve, timeout, connection reset.
         case unreachable
@@ -74,6 +77,10 @@ package enum CacheRules {
         /// `304` to a conditional request: refresh the stored response's header fields and deliver
         /// its body.
         case deliverRevalidated
+        /// `304` to a conditional request whose validators do not select the stored response (a
+        /// different strong `ETag`: RFC 9111 §4.3.4): the stored response is out of date and is not
+        /// refreshed; send the request again, unconditionally.
+        case refetchUnconditionally
         /// Deliver the stored response, flagged stale, in place of the failure.
         case deliverStoredAsFallback
     }
@@ -127,8 +134,8 @@ package enum CacheRules {
         conditional: Bool,
         result: NetworkResult
     ) -> AfterNetwork {
-        if case .response(let status) = result, status == 304, conditional, stored != nil {
-            return .deliverRevalidated
+        if case .notModified(let selectsStored) = result, conditional, stored != nil {
+            return selectsStored ? .deliverRevalidated : .refetchUnconditionally
         }
         guard let stored, mayFallBack(policy: policy, stored: stored) else {
             return .deliverNetwork(store: !isServerError(result))
@@ -139,9 +146,29 @@ package enum CacheRules {
             return .deliverStoredAsFallback
         case .response(let status) where serverErrors.contains(status):
             return allowsStaleIfError(stored) ? .deliverStoredAsFallback : .deliverNetwork(store: false)
-        case .response, .failed:
+        case .response, .notModified, .failed:
             return .deliverNetwork(store: true)
         }
+    }
+
+    /// Whether a `304` selects the stored response whose validators are `entityTag` and
+    /// `lastModified` (RFC 9111 §4.3.4): a strong `ETag` in the `304` selects only a stored response
+    /// with the same strong tag; a weak one, a stored tag that matches it weakly; otherwise its
+    /// `Last-Modified` must equal the stored one. A `304` with no validator at all selects the
+    /// response whose validators the request carried (servers that omit them are common).
+    package static func notModifiedSelects(entityTag: String?, lastModified: String?, notModified fields: HTTPFields) -> Bool {
+        if let tag = fields[.eTag]?.trimmingSpacesAndTabs() {
+            guard let stored = entityTag?.trimmingSpacesAndTabs() else { return false }
+            if tag.hasPrefix("W/") || stored.hasPrefix("W/") {
+                // Weak comparison: the opaque tags match, whatever their weakness (RFC 9110 §8.8.3.2).
+                return tag.dropWeakPrefix() == stored.dropWeakPrefix()
+            }
+            return tag == stored
+        }
+        if let modified = fields[.lastModified]?.trimmingSpacesAndTabs() {
+            return lastModified?.trimmingSpacesAndTabs() == modified
+        }
+        return true
     }
 
     /// Whether a failure could be answered with `stored` under `policy`: decides, before sending,
@@ -161,8 +188,9 @@ package enum CacheRules {
         return stored.staleness <= window
     }
 
+    /// The server failing, as ``serverErrors`` has it (one definition for every rule).
     private static func isServerError(_ result: NetworkResult) -> Bool {
-        if case .response(let status) = result { return status >= 500 }
+        if case .response(let status) = result { return serverErrors.contains(status) }
         return false
     }
 
@@ -173,7 +201,7 @@ package enum CacheRules {
     /// Whether a response may be stored (RFC 9111 §3), given the exchange's facts.
     package struct Storability: Sendable, Hashable {
         /// The request method.
-        package var method: String
+        package var method: HTTPRequest.Method
         /// The response status.
         package var status: Int
         /// The request's directives.
@@ -182,7 +210,8 @@ package enum CacheRules {
         package var response: CacheControl
         /// Whether the response carries `Expires`.
         package var hasExpires: Bool
-        /// Whether the request carried credentials (`Authorization`, or an authenticator signed it).
+        /// Whether the request carried credentials (``CredentialFields``, or an authenticator signed
+        /// it): its response may be made for this user only.
         package var isAuthorized: Bool
         /// Whether the endpoint stores responses to authorized requests anyway.
         package var storesAuthorized: Bool
@@ -192,7 +221,7 @@ package enum CacheRules {
         package var bodyInMemory: Bool
 
         package init(
-            method: String,
+            method: HTTPRequest.Method,
             status: Int,
             request: CacheControl = CacheControl(),
             response: CacheControl = CacheControl(),
@@ -215,7 +244,7 @@ package enum CacheRules {
 
         /// The verdict.
         package var isStorable: Bool {
-            guard method == "GET" || method == "HEAD", bodyInMemory, !variesOnEverything else { return false }
+            guard method == .get || method == .head, bodyInMemory, !variesOnEverything else { return false }
             guard status >= 200, status != 206, status != 304 else { return false }
             guard !request.noStore, !response.noStore else { return false }
             if isAuthorized && !storesAuthorized
@@ -241,14 +270,25 @@ package enum CacheRules {
         return result
     }
 
-    /// The fields a cache does not store (RFC 9111 §3.1, RFC 9110 §7.6.1).
+    /// The fields a cache does not store (RFC 9111 §3.1, RFC 9110 §7.6.1), and `Set-Cookie`: a
+    /// cookie set for one exchange is never replayed to another.
     package static func storedFields(_ fields: HTTPFields) -> HTTPFields {
         let connectionOptions = Set(
             fields[values: .connection].flatMap { $0.split(separator: ",") }.compactMap {
                 HTTPField.Name($0.trimmingSpacesAndTabs())
             }
         )
-        return HTTPFields(fields.filter { !isHopByHop($0.name) && !connectionOptions.contains($0.name) })
+        return HTTPFields(
+            fields.filter {
+                !isHopByHop($0.name) && !connectionOptions.contains($0.name) && $0.name != .setCookie
+                    && $0.name.canonicalName != "set-cookie2"
+            }
+        )
+    }
+
+    /// The header fields of a `304` that may refresh a stored response: never `Set-Cookie`.
+    package static func refreshingFields(_ notModified: HTTPFields) -> HTTPFields {
+        storedFields(notModified)
     }
 
     private static func isHopByHop(_ name: HTTPField.Name) -> Bool {
@@ -260,4 +300,21 @@ package enum CacheRules {
             return false
         }
     }
+}
+
+/// The request header fields that carry a user's credentials: `Authorization`, `Cookie`,
+/// `Proxy-Authorization`. A response to a request carrying one is not stored unless it says
+/// `public` (or the endpoint opts in), and the offline queue refuses to write them to disk.
+package enum CredentialFields {
+    /// Their names, lowercased.
+    package static let names: Set<String> = ["authorization", "cookie", "proxy-authorization"]
+
+    /// Whether `fields` carry any of them.
+    package static func present(in fields: HTTPFields) -> Bool {
+        fields.contains { names.contains($0.name.canonicalName) }
+    }
+}
+
+extension String {
+    fileprivate func dropWeakPrefix() -> Substring { hasPrefix("W/") ? dropFirst(2) : self[...] }
 }

@@ -214,9 +214,10 @@ package struct StoredResponseFacts: Sendable, Hashable {
         control = CacheControl(fields)
         self.responseTime = responseTime
         let date = fields[.date].flatMap { HTTPDate.parse($0, now: responseTime) }
-        let ageValue = fields[.age].flatMap { $0.trimmingSpacesAndTabs().decimalDigitsValue }.map {
-            Duration.seconds(min($0, Int64(1) << 31))
-        } ?? .zero
+        // The first value of the first `Age` line (RFC 9111 §5.1); one too large counts as 2^31.
+        let ageValue = fields[values: .age].first
+            .flatMap { $0.split(separator: ",", omittingEmptySubsequences: false).first?.trimmingSpacesAndTabs().deltaSecondsValue }
+            .map { Duration.seconds($0) } ?? .zero
         let apparentAge = max(.zero, Duration.seconds(responseTime.timeIntervalSince(date ?? responseTime)))
         let responseDelay = max(.zero, Duration.seconds(responseTime.timeIntervalSince(requestTime)))
         initialAge = max(apparentAge, ageValue + responseDelay)

@@ -97,7 +97,10 @@ extension Session {
         lifecycle: RequestLifecycle?,
         source: ResponseSource = .cache
     ) -> Outcome {
-        guard let stored = exchange.stored else { return .failed(.cancelled, request: exchange.request) }
+        guard let stored = exchange.stored else {
+            // The lookup said a stored response exists: reaching here is a bug, reported as such.
+            return .failed(BrickError(.notCached, message: "internal: no stored response to deliver"), request: exchange.request)
+        }
         let age = stored.facts.age(at: now)
         let response = Self.transportResponse(stored, age: age)
         var outcome: Outcome
@@ -159,6 +162,14 @@ extension Session {
         }
         let networkResult: CacheRules.NetworkResult
         switch transportResult {
+        case .success(let response) where response.status.code == 304:
+            networkResult = .notModified(
+                selectsStored: CacheRules.notModifiedSelects(
+                    entityTag: exchange.stored?.facts.entityTag,
+                    lastModified: exchange.stored?.facts.lastModified,
+                    notModified: response.headerFields
+                )
+            )
         case .success(let response): networkResult = .response(status: response.status.code)
         case .failure(let error):
             networkResult = RetryClassification.meansUnreachable(error.kind) && !lifecycle.isCancelled ? .unreachable : .failed
@@ -173,7 +184,7 @@ extension Session {
         case .deliverRevalidated:
             guard case .success(let notModified) = transportResult, let stored = exchange.stored else { break }
             let refreshed = stored.refreshed(
-                with: notModified.headerFields,
+                with: CacheRules.refreshingFields(notModified.headerFields),
                 requestTime: requestTime,
                 responseTime: responseTime
             )
@@ -185,6 +196,12 @@ extension Session {
             outcome.source = .revalidated
             outcome.age = age
             return outcome
+        case .refetchUnconditionally:
+            // The stored response is out of date: the server's current one has another tag.
+            for monitor in eventMonitors { monitor.request(sent, didCompleteWith: transportResult) }
+            if let stored = exchange.stored { forget(stored.key, in: exchange.caching.cache) }
+            logger.debug("a 304 did not select the stored response; sending again", metadata: ["key": "\(exchange.key)"])
+            return await fetch(exchange, prepared: prepared, conditional: false, lifecycle: lifecycle)
         case .deliverStoredAsFallback:
             if case .failure(let error) = transportResult { error.partialDownload?.discard() }
             for monitor in eventMonitors { monitor.request(sent, didCompleteWith: transportResult) }
@@ -220,12 +237,12 @@ extension Session {
         let request = exchange.request
         let varyNames = StoredResponseFacts.varyNames(in: fields)
         let storability = CacheRules.Storability(
-            method: request.method.rawValue,
+            method: request.method,
             status: response.status.code,
             request: CacheControl(request.headerFields),
             response: CacheControl(fields),
             hasExpires: fields[.expires] != nil,
-            isAuthorized: request.headerFields[.authorization] != nil || prepared.authenticator != nil,
+            isAuthorized: CredentialFields.present(in: request.headerFields) || prepared.authenticator != nil,
             storesAuthorized: exchange.caching.storesAuthorizedResponses,
             variesOnEverything: varyNames == nil,
             bodyInMemory: response.body != nil || request.method == .head
@@ -269,11 +286,21 @@ extension Session {
             for monitor in eventMonitors { monitor.request(sent, didCompleteWith: transportResult) }
             guard case .success(let response) = transportResult else { return }
             if response.status.code == 304 {
-                keep(
-                    stored.refreshed(with: response.headerFields, requestTime: requestTime, responseTime: responseTime),
-                    in: exchange.caching.cache
+                let selects = CacheRules.notModifiedSelects(
+                    entityTag: stored.facts.entityTag,
+                    lastModified: stored.facts.lastModified,
+                    notModified: response.headerFields
                 )
-            } else if response.status.code < 500 {
+                if selects {
+                    keep(
+                        stored.refreshed(with: CacheRules.refreshingFields(response.headerFields), requestTime: requestTime, responseTime: responseTime),
+                        in: exchange.caching.cache
+                    )
+                } else {
+                    // Out of date, and not refreshed: the next request goes to the server.
+                    forget(stored.key, in: exchange.caching.cache)
+                }
+            } else if !CacheRules.serverErrors.contains(response.status.code) {
                 storeIfAllowed(response, exchange: exchange, prepared: prepared, times: (requestTime, responseTime))
             }
         }

@@ -16,6 +16,14 @@ extension StringProtocol {
         guard !isEmpty, utf8.allSatisfy(\.isASCIIDigit) else { return nil }
         return Int64(self)
     }
+
+    /// A `delta-seconds` (RFC 9111 §1.2.2): a non-empty run of decimal digits, its value capped at
+    /// 2^31 — a value too large for an integer counts as 2^31, never as nothing.
+    var deltaSecondsValue: Int64? {
+        guard !isEmpty, utf8.allSatisfy(\.isASCIIDigit) else { return nil }
+        let cap = Int64(1) << 31
+        return utf8.count > 10 ? cap : Swift.min(Int64(self) ?? cap, cap)
+    }
 }
 
 extension UInt8 {

@@ -5,7 +5,7 @@ import Testing
 
 /// The cache's decisions, row by row, with no I/O (`CacheRules`, `CacheControl`, the freshness
 /// facts, `CacheKey`), and the in-memory store's LRU.
-@Suite("Response cache rules (no I/O)")
+@Suite("Response cache rules (no I/O)", .timeLimit(.minutes(1)))
 struct CacheRulesTests {
     typealias Stored = CacheRules.Stored
 
@@ -89,8 +89,8 @@ struct CacheRulesTests {
     }
 
     static let afterRows: [AfterRow] = [
-        AfterRow(policy: .http, stored: staleWithValidators, conditional: true, result: .response(status: 304), expected: .deliverRevalidated, line: #line),
-        AfterRow(policy: .http, stored: nil, conditional: false, result: .response(status: 304), expected: .deliverNetwork(store: true), line: #line),
+        AfterRow(policy: .http, stored: staleWithValidators, conditional: true, result: .notModified(selectsStored: true), expected: .deliverRevalidated, line: #line),
+        AfterRow(policy: .http, stored: nil, conditional: false, result: .notModified(selectsStored: true), expected: .deliverNetwork(store: true), line: #line),
         AfterRow(policy: .http, stored: staleWithValidators, conditional: true, result: .response(status: 200), expected: .deliverNetwork(store: true), line: #line),
         AfterRow(policy: .http, stored: staleWithValidators, conditional: true, result: .unreachable, expected: .deliverNetwork(store: true), line: #line),
         AfterRow(policy: .http, stored: staleSIE, conditional: false, result: .unreachable, expected: .deliverStoredAsFallback, line: #line),
@@ -104,12 +104,47 @@ struct CacheRulesTests {
         AfterRow(policy: .networkElseCache, stored: staleSIE, conditional: false, result: .response(status: 502), expected: .deliverStoredAsFallback, line: #line),
         AfterRow(policy: .networkElseCache, stored: staleNoValidators, conditional: false, result: .failed, expected: .deliverNetwork(store: true), line: #line),
         AfterRow(policy: .networkElseCache, stored: nil, conditional: false, result: .unreachable, expected: .deliverNetwork(store: true), line: #line),
-        AfterRow(policy: .networkElseCache, stored: fresh, conditional: true, result: .response(status: 304), expected: .deliverRevalidated, line: #line),
+        AfterRow(policy: .networkElseCache, stored: fresh, conditional: true, result: .notModified(selectsStored: true), expected: .deliverRevalidated, line: #line),
         AfterRow(policy: .cacheThenNetwork, stored: staleNoValidators, conditional: false, result: .unreachable, expected: .deliverNetwork(store: true), line: #line),
-        AfterRow(policy: .cacheThenNetwork, stored: fresh, conditional: true, result: .response(status: 304), expected: .deliverRevalidated, line: #line),
+        AfterRow(policy: .cacheThenNetwork, stored: fresh, conditional: true, result: .notModified(selectsStored: true), expected: .deliverRevalidated, line: #line),
         AfterRow(policy: .networkOnly, stored: staleSIE, conditional: false, result: .unreachable, expected: .deliverNetwork(store: true), line: #line),
         AfterRow(policy: .networkOnly, stored: nil, conditional: false, result: .response(status: 500), expected: .deliverNetwork(store: false), line: #line),
+        // A 304 whose validators do not select the stored response: not refreshed, sent again.
+        AfterRow(policy: .http, stored: staleWithValidators, conditional: true, result: .notModified(selectsStored: false), expected: .refetchUnconditionally, line: #line),
+        AfterRow(policy: .networkElseCache, stored: fresh, conditional: true, result: .notModified(selectsStored: false), expected: .refetchUnconditionally, line: #line),
+        // One definition of "the server failed": a 501 is a definite answer, stored or not.
+        AfterRow(policy: .networkElseCache, stored: nil, conditional: false, result: .response(status: 501), expected: .deliverNetwork(store: true), line: #line),
+        AfterRow(policy: .networkElseCache, stored: staleNoValidators, conditional: false, result: .response(status: 501), expected: .deliverNetwork(store: true), line: #line),
+        AfterRow(policy: .networkOnly, stored: nil, conditional: false, result: .response(status: 503), expected: .deliverNetwork(store: false), line: #line),
     ]
+
+    struct SelectRow: Sendable, CustomStringConvertible {
+        var storedTag: String?
+        var storedModified: String?
+        var notModified: [(String, String)]
+        var expected: Bool
+        var line: Int
+        var description: String { "line \(line)" }
+    }
+
+    static let selectRows: [SelectRow] = [
+        SelectRow(storedTag: "\"v1\"", notModified: [("ETag", "\"v1\"")], expected: true, line: #line),
+        SelectRow(storedTag: "\"v1\"", notModified: [("ETag", "\"v2\"")], expected: false, line: #line),
+        SelectRow(storedTag: nil, storedModified: "Tue, 01 Jan 2030 00:00:00 GMT", notModified: [("ETag", "\"v2\"")], expected: false, line: #line),
+        SelectRow(storedTag: "W/\"v1\"", notModified: [("ETag", "W/\"v1\"")], expected: true, line: #line),
+        SelectRow(storedTag: "\"v1\"", notModified: [("ETag", "W/\"v1\"")], expected: true, line: #line),
+        SelectRow(storedTag: "W/\"v1\"", notModified: [("ETag", "W/\"v2\"")], expected: false, line: #line),
+        SelectRow(storedModified: "Tue, 01 Jan 2030 00:00:00 GMT", notModified: [("Last-Modified", "Tue, 01 Jan 2030 00:00:00 GMT")], expected: true, line: #line),
+        SelectRow(storedModified: "Tue, 01 Jan 2030 00:00:00 GMT", notModified: [("Last-Modified", "Wed, 02 Jan 2030 00:00:00 GMT")], expected: false, line: #line),
+        SelectRow(storedTag: "\"v1\"", notModified: [], expected: true, line: #line),
+    ]
+
+    @Test("which stored response a 304 selects (RFC 9111 §4.3.4)", arguments: selectRows)
+    func notModifiedSelects(row: SelectRow) {
+        var fields = HTTPFields()
+        for (name, value) in row.notModified { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
+        #expect(CacheRules.notModifiedSelects(entityTag: row.storedTag, lastModified: row.storedModified, notModified: fields) == row.expected, "\(row)")
+    }
 
     @Test("after the server answered: policy × stored response × result", arguments: afterRows)
     func afterNetwork(row: AfterRow) {
@@ -130,27 +165,27 @@ struct CacheRulesTests {
     }
 
     static let storeRows: [StoreRow] = [
-        StoreRow(facts: .init(method: "GET", status: 200), expected: true, line: #line),
-        StoreRow(facts: .init(method: "HEAD", status: 200), expected: true, line: #line),
-        StoreRow(facts: .init(method: "POST", status: 200, response: control("max-age=60")), expected: false, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 201), expected: false, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 201, response: control("max-age=60")), expected: true, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 302), expected: false, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 302, hasExpires: true), expected: true, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 404), expected: true, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 206, response: control("max-age=60")), expected: false, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 304), expected: false, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 200, response: control("no-store")), expected: false, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 200, request: control("no-store")), expected: false, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 200, response: control("private, max-age=60")), expected: true, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 200, isAuthorized: true), expected: false, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 200, response: control("max-age=60"), isAuthorized: true), expected: false, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 200, response: control("public"), isAuthorized: true), expected: true, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 200, response: control("s-maxage=60"), isAuthorized: true), expected: true, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 200, response: control("must-revalidate"), isAuthorized: true), expected: true, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 200, isAuthorized: true, storesAuthorized: true), expected: true, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 200, variesOnEverything: true), expected: false, line: #line),
-        StoreRow(facts: .init(method: "GET", status: 200, bodyInMemory: false), expected: false, line: #line),
+        StoreRow(facts: .init(method: .get, status: 200), expected: true, line: #line),
+        StoreRow(facts: .init(method: .head, status: 200), expected: true, line: #line),
+        StoreRow(facts: .init(method: .post, status: 200, response: control("max-age=60")), expected: false, line: #line),
+        StoreRow(facts: .init(method: .get, status: 201), expected: false, line: #line),
+        StoreRow(facts: .init(method: .get, status: 201, response: control("max-age=60")), expected: true, line: #line),
+        StoreRow(facts: .init(method: .get, status: 302), expected: false, line: #line),
+        StoreRow(facts: .init(method: .get, status: 302, hasExpires: true), expected: true, line: #line),
+        StoreRow(facts: .init(method: .get, status: 404), expected: true, line: #line),
+        StoreRow(facts: .init(method: .get, status: 206, response: control("max-age=60")), expected: false, line: #line),
+        StoreRow(facts: .init(method: .get, status: 304), expected: false, line: #line),
+        StoreRow(facts: .init(method: .get, status: 200, response: control("no-store")), expected: false, line: #line),
+        StoreRow(facts: .init(method: .get, status: 200, request: control("no-store")), expected: false, line: #line),
+        StoreRow(facts: .init(method: .get, status: 200, response: control("private, max-age=60")), expected: true, line: #line),
+        StoreRow(facts: .init(method: .get, status: 200, isAuthorized: true), expected: false, line: #line),
+        StoreRow(facts: .init(method: .get, status: 200, response: control("max-age=60"), isAuthorized: true), expected: false, line: #line),
+        StoreRow(facts: .init(method: .get, status: 200, response: control("public"), isAuthorized: true), expected: true, line: #line),
+        StoreRow(facts: .init(method: .get, status: 200, response: control("s-maxage=60"), isAuthorized: true), expected: true, line: #line),
+        StoreRow(facts: .init(method: .get, status: 200, response: control("must-revalidate"), isAuthorized: true), expected: true, line: #line),
+        StoreRow(facts: .init(method: .get, status: 200, isAuthorized: true, storesAuthorized: true), expected: true, line: #line),
+        StoreRow(facts: .init(method: .get, status: 200, variesOnEverything: true), expected: false, line: #line),
+        StoreRow(facts: .init(method: .get, status: 200, bodyInMemory: false), expected: false, line: #line),
     ]
 
     @Test("what may be stored (RFC 9111 §3)", arguments: storeRows)
