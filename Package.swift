@@ -47,6 +47,7 @@ let package = Package(
             name: "BrickOffline",
             dependencies: [
                 "BrickRequest",
+                "CZlib",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),

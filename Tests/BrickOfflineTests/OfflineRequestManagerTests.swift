@@ -70,9 +70,12 @@ struct MockRequest: OfflineRequest {
 final class Listener: OfflineRequestManagerDelegate {
     let log = Lock<[String]>([])
     let vetoes = Lock(false)
+    /// How many times `shouldAttempt` was asked.
+    let asked = Lock(0)
     let fixer = Lock<(@Sendable (MockRequest) -> Bool)?>(nil)
     func offlineRequestManager(_ manager: OfflineRequestManager, shouldAttempt request: any OfflineRequest) -> Bool {
-        !vetoes.withLock { $0 }
+        asked.withLock { $0 += 1 }
+        return !vetoes.withLock { $0 }
     }
     func offlineRequestManager(_ manager: OfflineRequestManager, shouldReattempt request: any OfflineRequest, after error: any Error) -> Bool {
         guard let mock = request as? MockRequest, let fixer = fixer.withLock({ $0 }) else { return false }
@@ -114,7 +117,12 @@ struct OfflineRequestManagerTests {
                 queuedAt = try await manager.store.list(queue: "test_manager").map(\.createdAt)
             }
             try await Task.sleep(for: .milliseconds(50))
-            let reopened = try Self.manager(directory, delegate: listener)
+            let second = Listener()
+            second.vetoes.withLock { $0 = true }
+            let reopened = try Self.manager(directory, delegate: second)
+            // Registering started it: the head is looked at and vetoed (kept, not leased).
+            await eventually { second.asked.withLock { $0 } >= 1 }
+            await eventually { (try? await reopened.store.list(queue: "test_manager").allSatisfy { $0.lease == nil }) == true }
             #expect(await reopened.totalRequestCount == 2)
             let pending = try await reopened.pendingRequests()
             #expect(pending.compactMap { ($0 as? MockRequest)?.name } == ["one", "two"])

@@ -2,32 +2,71 @@ import BrickRequest
 import Foundation
 import GRDB
 import HTTPTypes
+internal import CZlib
 
 /// The cache's rows and files: reading a row back into a response, writing a body file
 /// atomically, eviction, removal, the version check and the sweep of orphaned files.
 extension SQLiteResponseCache {
-    func response(from row: Row, key: CacheKey) -> CachedResponse? {
-        let bodySize: Int = row["bodySize"]
+    /// The response a row holds, or why it holds none: a wrongly typed column, a NULL, a body file
+    /// name that is not one this cache made, a body of the wrong size or checksum. Never traps.
+    func response(from row: Row, key: CacheKey) throws(DamagedRow) -> CachedResponse {
+        let bodySize = try StoredColumn(row, "bodySize").integer()
         let body: Data
-        if let file = row["bodyFile"] as String? {
-            guard let data = FileManager.default.contents(atPath: bodiesDirectory + "/" + file), data.count == bodySize
-            else { return nil }
+        if let file = try StoredColumn(row, "bodyFile").optionalText() {
+            guard Self.isBodyFileName(file) else {
+                throw DamagedRow(reason: "damaged row: body file \(file.prefix(60).debugDescription) is not a name this cache made")
+            }
+            guard let data = FileManager.default.contents(atPath: bodiesDirectory + "/" + file), data.count == bodySize else {
+                throw DamagedRow(reason: "the body file \(file) is missing or of the wrong size")
+            }
+            guard let digest = try StoredColumn(row, "bodyDigest").optionalInteger(), digest == Self.digest(data) else {
+                throw DamagedRow(reason: "the body file \(file) does not match its checksum")
+            }
             body = data
         } else {
-            body = row["body"] ?? Data()
-            guard body.count == bodySize else { return nil }
+            body = try StoredColumn(row, "body").optionalBytes() ?? Data()
+            guard body.count == bodySize else { throw DamagedRow(reason: "damaged row: the body is not of its recorded size") }
         }
-        let headers: Data = row["headers"]
+        let status = try StoredColumn(row, "status").integer()
+        guard (100...999).contains(status) else { throw DamagedRow(reason: "damaged row: status \(status)") }
         return CachedResponse(
             key: key,
-            variant: row["variant"],
-            status: row["status"],
-            headerFields: CachedResponse.headerFields(fromRaw: Array(headers)),
+            variant: try StoredColumn(row, "variant").text(),
+            status: Int(status),
+            headerFields: CachedResponse.headerFields(fromRaw: Array(try StoredColumn(row, "headers").bytes())),
             body: body,
-            url: row["url"],
-            requestTime: Date(timeIntervalSince1970: row["requestTime"]),
-            responseTime: Date(timeIntervalSince1970: row["responseTime"])
+            url: try StoredColumn(row, "url").text(),
+            requestTime: try StoredColumn(row, "requestTime").date(),
+            responseTime: try StoredColumn(row, "responseTime").date()
         )
+    }
+
+    /// Whether `name` is a body file name this cache makes (a lower-case UUID, nothing else): a row
+    /// naming anything else — `../../etc/hostname`, an absolute path — is never read or deleted.
+    static func isBodyFileName(_ name: String) -> Bool {
+        name.utf8.count == 36 && UUID(uuidString: name)?.uuidString.lowercased() == name
+    }
+
+    /// The body file's checksum kept in its row: CRC-32 (zlib), which catches a file overwritten,
+    /// truncated and padded, or swapped with another.
+    static func digest(_ data: Data) -> Int64 {
+        Int64(
+            data.withUnsafeBytes { bytes -> UInt in
+                var crc: UInt = 0
+                var offset = 0
+                while offset < bytes.count {
+                    let chunk = min(bytes.count - offset, Int(UInt32.max))
+                    crc = crc32(crc, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self) + offset, UInt32(chunk))
+                    offset += chunk
+                }
+                return crc
+            }
+        )
+    }
+
+    /// The body file names in `rows`' `bodyFile` column that this cache may delete.
+    static func deletableFiles(_ rows: [Row]) -> [String] {
+        rows.compactMap { $0["bodyFile"] as? String }.filter(isBodyFileName)
     }
 
     /// Writes a body to a new file under a temporary name, then renames it into place; returns its
@@ -67,11 +106,17 @@ extension SQLiteResponseCache {
         return name
     }
 
+    /// The running total of the bytes stored, read without trusting the file.
+    static func totalBytes(_ db: Database) throws -> Int {
+        let row = try Row.fetchOne(db, sql: "SELECT bytes FROM total")
+        return row.flatMap { try? StoredColumn($0, "bytes").integer() }.map { Int(clamping: $0) } ?? 0
+    }
+
     /// Deletes the least recently used rows, one at a time, until the total fits; returns their
     /// body files.
     static func evict(_ db: Database, toFit maxBytes: Int) throws -> [String] {
         var files: [String] = []
-        var total = try Int.fetchOne(db, sql: "SELECT bytes FROM total") ?? 0
+        var total = try Self.totalBytes(db)
         while total > maxBytes {
             let victims = try Row.fetchAll(
                 db,
@@ -79,10 +124,12 @@ extension SQLiteResponseCache {
             )
             if victims.isEmpty { break }
             for victim in victims where total > maxBytes {
-                if let file = victim["bodyFile"] as String? { files.append(file) }
-                try db.execute(sql: "DELETE FROM response WHERE id = ?", arguments: [victim["id"] as Int64])
-                total -= victim["size"] as Int
+                files += deletableFiles([victim])
+                try db.execute(sql: "DELETE FROM response WHERE id = ?", arguments: [victim["id"] as? Int64])
+                total -= Int(clamping: (try? StoredColumn(victim, "size").integer()) ?? 0)
             }
+            // The running total may be off in a damaged file: recount once rather than loop.
+            if total > maxBytes, try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM response") == 0 { break }
         }
         return files
     }
@@ -91,10 +138,12 @@ extension SQLiteResponseCache {
         let files: [String]
         do {
             files = try pool.write { db in
-                let files = try String.fetchAll(
-                    db,
-                    sql: "SELECT bodyFile FROM response WHERE bodyFile IS NOT NULL AND \(condition)",
-                    arguments: arguments
+                let files = Self.deletableFiles(
+                    try Row.fetchAll(
+                        db,
+                        sql: "SELECT bodyFile FROM response WHERE bodyFile IS NOT NULL AND \(condition)",
+                        arguments: arguments
+                    )
                 )
                 try db.execute(sql: "DELETE FROM response WHERE \(condition)", arguments: arguments)
                 return files
@@ -110,9 +159,9 @@ extension SQLiteResponseCache {
         let version = self.version
         do {
             return try pool.write { db -> [String] in
-                let stored = try Int.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'version'")
-                guard stored != version else { return [] }
-                let files = try String.fetchAll(db, sql: "SELECT bodyFile FROM response WHERE bodyFile IS NOT NULL")
+                let stored = try Row.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'version'")?["value"] as? Int64
+                guard stored != Int64(version) else { return [] }
+                let files = Self.deletableFiles(try Row.fetchAll(db, sql: "SELECT bodyFile FROM response WHERE bodyFile IS NOT NULL"))
                 try db.execute(sql: "DELETE FROM response")
                 try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('version', ?)", arguments: [version])
                 return stored == nil ? [] : files
@@ -126,10 +175,11 @@ extension SQLiteResponseCache {
     /// write in flight in another process).
     func sweepOrphanFiles() {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: bodiesDirectory),
-            let referenced = try? pool.read({ try Set(String.fetchAll($0, sql: "SELECT bodyFile FROM response WHERE bodyFile IS NOT NULL")) })
+            let referenced = try? pool.read({ Set(Self.deletableFiles(try Row.fetchAll($0, sql: "SELECT bodyFile FROM response WHERE bodyFile IS NOT NULL"))) })
         else { return }
         let cutoff = Date().addingTimeInterval(-3600)
-        for name in names where !referenced.contains(name) {
+        // Only files this cache makes (and their temporary names) are ever deleted.
+        for name in names where !referenced.contains(name) && Self.isBodyFileName(name.hasSuffix(".tmp") ? String(name.dropLast(4)) : name) {
             let file = bodiesDirectory + "/" + name
             let modified = (try? FileManager.default.attributesOfItem(atPath: file)[.modificationDate]) as? Date
             if let modified, modified < cutoff { unlink(file) }

@@ -2,6 +2,8 @@ import BrickRequest
 import Foundation
 import GRDB
 import HTTPTypes
+import Logging
+import Synchronization
 
 /// A ``BrickRequest/ResponseCache`` on disk: responses survive restarts, and several processes may
 /// share one cache.
@@ -25,7 +27,10 @@ import HTTPTypes
 ///   whose responses no longer decode).
 /// - **Damage.** A file that is not a database or fails its check is moved aside to
 ///   `NAME.cache.sqlite.corrupt-TIMESTAMP` and a new, empty cache is made; ``recoveredFile`` says
-///   where the old one went. A body file that is missing or of the wrong size is a miss.
+///   where the old one went. A row that does not decode (a wrongly typed column, a NULL), a body
+///   file that is missing, of the wrong size or does not match the checksum kept in its row, is a
+///   miss: the row is removed and reported (``damagedRowsRemoved``, a warning in the log). Body
+///   files are named by the cache; a row naming any other path is never read, nor its file deleted.
 /// - **Errors.** ``BrickRequest/BrickError`` with ``BrickRequest/BrickError/Code/storage``; the
 ///   session treats a failing cache as a miss, except under ``BrickRequest/CachePolicy/cacheOnly``.
 public final class SQLiteResponseCache: ResponseCache {
@@ -50,6 +55,8 @@ public final class SQLiteResponseCache: ResponseCache {
     public let recoveredFile: String?
 
     let pool: DatabasePool
+    private let damagedRows = Atomic<Int>(0)
+    private let logger = Logger(label: "BrickOffline.SQLiteResponseCache")
 
     /// Opens (or creates) the cache `name` in `directory`.
     ///
@@ -131,11 +138,19 @@ public final class SQLiteResponseCache: ResponseCache {
         let now = Date().timeIntervalSince1970
         var responses: [CachedResponse] = []
         var used: [Int64] = []
+        var damaged: [(id: Int64, reason: String)] = []
         for row in rows {
-            guard let response = response(from: row, key: key) else { continue }
-            responses.append(response)
-            if now - (row["lastAccess"] as Double) >= recencyGranularity.seconds { used.append(row["id"]) }
+            guard let id = row["id"] as? Int64 else { continue }
+            do {
+                responses.append(try response(from: row, key: key))
+            } catch {
+                damaged.append((id, error.reason))
+                continue
+            }
+            let lastAccess = (try? StoredColumn(row, "lastAccess").number()) ?? 0
+            if now - lastAccess >= recencyGranularity.seconds { used.append(id) }
         }
+        if !damaged.isEmpty { removeDamaged(damaged, key: key) }
         if !used.isEmpty {
             // Recency is a hint: a read that cannot record it (a busy writer) still succeeds.
             try? pool.write { db in
@@ -153,8 +168,10 @@ public final class SQLiteResponseCache: ResponseCache {
         let size = response.byteCount
         guard size <= maxBytes / 4 else { return }
         var bodyFile: String? = nil
+        var digest: Int64? = nil
         if response.body.count > fileThreshold {
             bodyFile = try writeBodyFile(response.body)
+            digest = Self.digest(response.body)
         }
         let now = Date().timeIntervalSince1970
         let maxBytes = self.maxBytes
@@ -162,23 +179,23 @@ public final class SQLiteResponseCache: ResponseCache {
         do {
             removedFiles = try pool.write { db -> [String] in
                 var removed: [String] = []
-                if let old = try String.fetchOne(
-                    db,
-                    sql: "SELECT bodyFile FROM response WHERE cacheKey = ? AND variant = ?",
-                    arguments: [response.key.description, response.variant]
-                ) {
-                    removed.append(old)
-                }
+                removed += Self.deletableFiles(
+                    try Row.fetchAll(
+                        db,
+                        sql: "SELECT bodyFile FROM response WHERE cacheKey = ? AND variant = ?",
+                        arguments: [response.key.description, response.variant]
+                    )
+                )
                 try db.execute(
                     sql: """
                         INSERT OR REPLACE INTO response
-                            (cacheKey, variant, status, headers, body, bodyFile, bodySize, url,
+                            (cacheKey, variant, status, headers, body, bodyFile, bodyDigest, bodySize, url,
                              requestTime, responseTime, storedAt, size, lastAccess)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         response.key.description, response.variant, response.status, Data(response.rawHeaders),
-                        bodyFile == nil ? response.body : nil, bodyFile, response.body.count, response.url,
+                        bodyFile == nil ? response.body : nil, bodyFile, digest, response.body.count, response.url,
                         response.requestTime.timeIntervalSince1970, response.responseTime.timeIntervalSince1970,
                         now, size, now,
                     ]
@@ -205,6 +222,20 @@ public final class SQLiteResponseCache: ResponseCache {
 
     // MARK: - Inspection
 
+    /// Rows found damaged on reading (a wrongly typed column, a body file that is not this cache's
+    /// or does not match its checksum) and removed, since the cache was opened. Each is also logged.
+    public var damagedRowsRemoved: Int { damagedRows.load(ordering: .relaxed) }
+
+    /// Removes rows that did not decode, and reports each: a damaged store is a miss, never a trap.
+    private func removeDamaged(_ rows: [(id: Int64, reason: String)], key: CacheKey) {
+        for row in rows {
+            logger.warning("a damaged cache row was removed", metadata: ["key": "\(key)", "reason": "\(row.reason)"])
+        }
+        damagedRows.add(rows.count, ordering: .relaxed)
+        let ids = rows.map(\.id)
+        try? remove(where: "id IN (\(ids.map { _ in "?" }.joined(separator: ",")))", StatementArguments(ids), doing: "remove damaged rows")
+    }
+
     /// How many responses are stored.
     public func count() throws(BrickError) -> Int {
         do {
@@ -217,7 +248,7 @@ public final class SQLiteResponseCache: ResponseCache {
     /// The bytes the stored responses take, as the bound counts them.
     public func totalBytes() throws(BrickError) -> Int {
         do {
-            return try pool.read { try Int.fetchOne($0, sql: "SELECT bytes FROM total") ?? 0 }
+            return try pool.read { try Self.totalBytes($0) }
         } catch {
             throw Self.storageError(error, doing: "measure")
         }
@@ -283,6 +314,10 @@ public final class SQLiteResponseCache: ResponseCache {
                         BEGIN UPDATE total SET bytes = bytes - OLD.size + NEW.size; END;
                     """
             )
+        }
+        migrator.registerMigration("v2: body checksums") { db in
+            // Rows stored before carry none: their body files are misses until stored again.
+            try db.execute(sql: "ALTER TABLE response ADD COLUMN bodyDigest INTEGER")
         }
         return migrator
     }()

@@ -7,107 +7,29 @@ import GRDB
 /// never trap. Such a row is set aside as a dead letter with the reason; the rest of the queue goes
 /// on.
 extension SQLiteOfflineStore {
-    /// A row that does not hold a valid entry, and why.
-    struct DamagedRow: Error {
-        var reason: String
-    }
-
-    /// One column of a stored row, read as whatever SQLite holds (never converted by force).
-    private struct Column {
-        let name: String
-        let value: (any DatabaseValueConvertible)?
-
-        init(_ row: Row, _ name: String) {
-            self.name = name
-            value = row[name]
-        }
-
-        private var kind: String {
-            switch value {
-            case nil: return "NULL"
-            case is Int64: return "an integer"
-            case is Double: return "a real number"
-            case is String: return "text"
-            default: return "a blob"
-            }
-        }
-
-        private func damaged(_ expected: String) -> DamagedRow {
-            DamagedRow(reason: "damaged row: \(name) holds \(kind), not \(expected)")
-        }
-
-        func text() throws(DamagedRow) -> String {
-            guard let text = value as? String else { throw damaged("text") }
-            return text
-        }
-
-        func optionalText() throws(DamagedRow) -> String? {
-            value == nil ? nil : try text()
-        }
-
-        func number() throws(DamagedRow) -> Double {
-            if let number = value as? Double, number.isFinite { return number }
-            if let number = value as? Int64 { return Double(number) }
-            throw damaged("a number")
-        }
-
-        func optionalNumber() throws(DamagedRow) -> Double? {
-            value == nil ? nil : try number()
-        }
-
-        func integer() throws(DamagedRow) -> Int64 {
-            if let integer = value as? Int64 { return integer }
-            if let number = value as? Double, number.rounded() == number, abs(number) < 9e15 { return Int64(number) }
-            throw damaged("an integer")
-        }
-
-        func optionalInteger() throws(DamagedRow) -> Int64? {
-            value == nil ? nil : try integer()
-        }
-
-        func bytes() throws(DamagedRow) -> Data {
-            if let data = value as? Data { return data }
-            // SQLite hands back an empty blob as a zero-length value of either type.
-            if let text = value as? String, text.isEmpty { return Data() }
-            throw damaged("a blob")
-        }
-
-        func uuid() throws(DamagedRow) -> UUID {
-            let text = try text()
-            guard let uuid = UUID(uuidString: text), uuid.uuidString == text else {
-                throw DamagedRow(reason: "damaged row: id \(text.prefix(40).debugDescription) is not an upper-case UUID")
-            }
-            return uuid
-        }
-
-        func date() throws(DamagedRow) -> Date { Date(timeIntervalSince1970: try number()) }
-
-        func optionalDate() throws(DamagedRow) -> Date? { try optionalNumber().map { Date(timeIntervalSince1970: $0) } }
-    }
-
     /// The entry a row holds, or why it holds none. `lease` replaces the row's own (just leased).
     static func entry(_ row: Row, lease: OfflineEntry.Lease? = nil) throws(DamagedRow) -> OfflineEntry {
-        let leaseToken = try Column(row, "leaseToken").optionalText()
-        let leaseExpiry = try Column(row, "leaseExpiresAt").optionalNumber()
-        let lastAttemptAt = try Column(row, "lastAttemptAt").optionalDate()
-        let lastStatus = try Column(row, "lastStatus").optionalInteger()
-        let lastError = try Column(row, "lastError").optionalText()
-        let deadAt = try Column(row, "deadAt").optionalDate()
-        let deadReason = try Column(row, "deadReason").optionalText()
-        let attempts = try Column(row, "attempts").integer()
-        let maxAttempts = try Column(row, "maxAttempts").optionalInteger()
+        let leaseToken = try StoredColumn(row, "leaseToken").optionalText()
+        let leaseExpiry = try StoredColumn(row, "leaseExpiresAt").optionalNumber()
+        let lastAttemptAt = try StoredColumn(row, "lastAttemptAt").optionalDate()
+        let lastStatus = try StoredColumn(row, "lastStatus").optionalInteger()
+        let lastError = try StoredColumn(row, "lastError").optionalText()
+        let deadAt = try StoredColumn(row, "deadAt").optionalDate()
+        let deadReason = try StoredColumn(row, "deadReason").optionalText()
+        let attempts = try StoredColumn(row, "attempts").integer()
+        let maxAttempts = try StoredColumn(row, "maxAttempts").optionalInteger()
         return OfflineEntry(
-            id: try Column(row, "id").uuid(),
-            queue: try Column(row, "queue").text(),
-            sequence: try Column(row, "sequence").integer(),
-            payload: try Column(row, "payload").bytes(),
-            idempotencyKey: try Column(row, "idempotencyKey").text(),
-            dedupeKey: try Column(row, "dedupeKey").optionalText(),
-            createdAt: try Column(row, "createdAt").date(),
-            notBefore: try Column(row, "notBefore").date(),
+            id: try StoredColumn(row, "id").uuid(),
+            queue: try StoredColumn(row, "queue").text(),
+            sequence: try StoredColumn(row, "sequence").integer(),
+            payload: try StoredColumn(row, "payload").bytes(),
+            idempotencyKey: try StoredColumn(row, "idempotencyKey").text(),
+            dedupeKey: try StoredColumn(row, "dedupeKey").optionalText(),
+            createdAt: try StoredColumn(row, "createdAt").date(),
+            notBefore: try StoredColumn(row, "notBefore").date(),
             attempts: Int(clamping: attempts),
             maxAttempts: maxAttempts.map { Int(clamping: $0) },
-            expiresAt: try Column(row, "expiresAt").optionalDate(),
+            expiresAt: try StoredColumn(row, "expiresAt").optionalDate(),
             lease: lease
                 ?? leaseToken.flatMap { token in
                     UUID(uuidString: token).map {
@@ -133,7 +55,7 @@ extension SQLiteOfflineStore {
     static func setAside(_ row: Row, reason: String, in db: Database) throws {
         guard let sequence = row["sequence"] as? Int64 else { return }
         let now = Date().timeIntervalSince1970
-        let idIsUsable = (try? Column(row, "id").uuid()) != nil
+        let idIsUsable = (try? StoredColumn(row, "id").uuid()) != nil
         try db.execute(
             sql: """
                 UPDATE entry SET
@@ -158,7 +80,7 @@ extension SQLiteOfflineStore {
             return nil
         }
         func date(_ name: String) -> Date? {
-            (try? Column(row, name).optionalNumber()).flatMap { $0 }.map { Date(timeIntervalSince1970: $0) }
+            (try? StoredColumn(row, name).optionalNumber()).flatMap { $0 }.map { Date(timeIntervalSince1970: $0) }
         }
         let reason = (row["deadReason"] as? String) ?? "damaged row"
         return OfflineEntry(
