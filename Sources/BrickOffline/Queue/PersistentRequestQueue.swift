@@ -223,7 +223,8 @@ public final class PersistentRequestQueue: Sendable {
         core.start(ignoringPauses: ignoringPauseDates)
     }
 
-    /// Returns once no entry is pending (dead letters aside): for command-line tools and tests.
+    /// Returns once no entry is pending (dead letters aside), or when the calling task is cancelled:
+    /// for command-line tools and tests.
     /// Starts processing.
     public func waitUntilEmpty() async {
         core.start(ignoringPauses: false)

@@ -245,14 +245,20 @@ final class QueueCore: Sendable {
                     return (.authentication("\(error)"), nil)
                 }
             }
-            let request: TransportRequest
+            var request: TransportRequest
             do {
                 request = try stored.transportRequest(idempotencyKey: idempotencyKey, credential: credential)
             } catch {
                 return (.unreadable("\(error)"), nil)
             }
+            // The status decides the delivery; the body is kept only while it fits the limit, so a
+            // 2xx with a body too large for it is still a delivery (never sent again).
+            let capture = ResponseCapture(limit: request.options.maxResponseSize ?? ResponseCapture.defaultLimit)
+            request.options.destination = .stream(capture.stream)
+            // The capture enforces the endpoint's limit itself; the transport's would fail the attempt.
+            request.options.maxResponseSize = nil
             do {
-                let response = try await session.transport.send(request)
+                let response = capture.response(from: try await session.transport.send(request))
                 if response.status.code == 401, let authenticator, !replayed {
                     replayed = true
                     do {
@@ -264,6 +270,10 @@ final class QueueCore: Sendable {
                 }
                 return (.status(response.status.code), response)
             } catch {
+                // Stopped by the capture once the body outgrew the limit: the status stands.
+                if let response = capture.responseWithoutBody(after: error) {
+                    return (.status(response.status.code), response)
+                }
                 return (.transport(error.kind), nil)
             }
         }
@@ -357,17 +367,26 @@ final class QueueCore: Sendable {
     func waitUntilEmpty() async {
         while !isStopped {
             // Registered first, then counted: a delivery between the two cannot be missed.
-            await withCheckedContinuation { continuation in
-                let stopped = state.withLock { state -> Bool in
-                    if state.stopped { return true }
-                    state.emptyWaiters.append(continuation)
-                    return false
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let stopped = state.withLock { state -> Bool in
+                        if state.stopped || Task.isCancelled { return true }
+                        state.emptyWaiters.append(continuation)
+                        return false
+                    }
+                    if stopped {
+                        continuation.resume()
+                    } else {
+                        Task { await self.publishCount() }
+                    }
                 }
-                if stopped {
-                    continuation.resume()
-                } else {
-                    Task { await self.publishCount() }
+            } onCancel: {
+                // A cancelled caller stops waiting; the other waiters look at the count again.
+                let waiters = state.withLock { state in
+                    defer { state.emptyWaiters = [] }
+                    return state.emptyWaiters
                 }
+                waiters.forEach { $0.resume() }
             }
             if await currentCount() == 0 { return }
         }

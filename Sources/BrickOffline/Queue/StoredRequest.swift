@@ -12,6 +12,11 @@ struct StoredRequest: Codable, Sendable, Hashable {
     var url: String
     var headers: [[String]]
     var body: Data?
+    /// The endpoint's own limits, kept so that every attempt obeys them (absent in entries written
+    /// before they were kept: the transport's defaults then apply).
+    var timeoutSeconds: Double?
+    var maxResponseSize: Int64?
+    var followsRedirects: Bool?
 
     /// The header fields that carry credentials: never stored.
     static let credentialHeaders: Set<String> = CredentialFields.names
@@ -61,6 +66,9 @@ struct StoredRequest: Codable, Sendable, Hashable {
         self.url = request.urlString
         self.headers = headers
         self.body = body
+        self.timeoutSeconds = request.options.timeout.map(\.seconds)
+        self.maxResponseSize = request.options.maxResponseSize
+        self.followsRedirects = request.options.followsRedirects ? nil : false
     }
 
     /// The request to send for one attempt: the stored one, with `Idempotency-Key` when the
@@ -80,7 +88,12 @@ struct StoredRequest: Codable, Sendable, Hashable {
             pairs.removeAll { $0.name.lowercased() == name.lowercased() }
             pairs.append((name: name, value: value))
         }
-        return try TransportRequest(method: method, url: url, headers: pairs, body: body.map { .data($0) })
+        let options = TransportRequest.Options(
+            timeout: timeoutSeconds.flatMap { $0.isFinite && $0 > 0 ? Duration.seconds($0) : nil },
+            maxResponseSize: maxResponseSize,
+            followsRedirects: followsRedirects ?? true
+        )
+        return try TransportRequest(method: method, url: url, headers: pairs, body: body.map { .data($0) }, options: options)
     }
 
     func encoded() throws(BrickError) -> Data {

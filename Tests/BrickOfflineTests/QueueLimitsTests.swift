@@ -1,0 +1,80 @@
+import BrickOffline
+import BrickRequest
+import BrickTestServer
+import Foundation
+import Synchronization
+import Testing
+
+/// A POST brick with limits of its own: a timeout and a largest response.
+final class LimitedPost: Component, POSTRequestType {
+    let urlString: String
+    let timeout: Duration?
+    let maxResponseSize: Int64?
+    init(_ url: String, timeout: Duration? = nil, maxResponseSize: Int64? = nil) {
+        self.urlString = url
+        self.timeout = timeout
+        self.maxResponseSize = maxResponseSize
+        super.init()
+    }
+}
+
+/// A queued request keeps the limits its endpoint declared, and a delivery needs only a status.
+@Suite("The offline queue and an endpoint's own limits", .timeLimit(.minutes(1)))
+struct QueueLimitsTests {
+    @Test("a 2xx whose body exceeds the endpoint's limit is a delivery: sent once, removed")
+    func largeAcceptedResponseIsADelivery() async throws {
+        try await withServer { server in
+            try await withDirectory { directory in
+                let queue = try PersistentRequestQueue(name: "large", directory: directory, session: session(), retryInterval: .milliseconds(50))
+                server.script("/accepted", [.respond(status: 201, body: Array(repeating: 65, count: 64 * 1024))])
+                let delivered = Lock<TransportResponse?>(nil)
+                try await queue.add(LimitedPost(server.baseURL + "/accepted", maxResponseSize: 1024)) { result in
+                    delivered.withLock { $0 = try? result.get() }
+                }
+                await queue.waitUntilEmpty()
+                await eventually { delivered.withLock { $0 != nil } }
+                #expect(server.requests(path: "/accepted").count == 1)
+                #expect(delivered.withLock { $0?.status.code } == 201)
+                // The body did not fit: delivered without it.
+                #expect(delivered.withLock { $0?.body } == nil)
+                #expect(try await queue.deadLetters().isEmpty)
+            }
+        }
+    }
+
+    @Test("a 2xx whose body fits is delivered with its body")
+    func smallResponseKeepsItsBody() async throws {
+        try await withServer { server in
+            try await withDirectory { directory in
+                let queue = try PersistentRequestQueue(name: "small", directory: directory, session: session())
+                server.script("/small", [.respond(status: 200, body: Array("fits".utf8))])
+                let delivered = Lock<TransportResponse?>(nil)
+                try await queue.add(LimitedPost(server.baseURL + "/small", maxResponseSize: 1024)) { result in
+                    delivered.withLock { $0 = try? result.get() }
+                }
+                await queue.waitUntilEmpty()
+                await eventually { delivered.withLock { $0 != nil } }
+                #expect(delivered.withLock { $0?.body } == Data("fits".utf8))
+            }
+        }
+    }
+
+    @Test("a queued request keeps its endpoint's timeout: a server that never answers fails the attempt at that timeout")
+    func keepsTheEndpointTimeout() async throws {
+        try await withServer { server in
+            try await withDirectory { directory in
+                let queue = try PersistentRequestQueue(name: "slow", directory: directory, session: session(), retryInterval: .seconds(3600))
+                server.script("/never", [.stall])
+                var events = queue.events.makeAsyncIterator()
+                try await queue.add(LimitedPost(server.baseURL + "/never", timeout: .milliseconds(300)))
+                // Without the endpoint's timeout the attempt would wait for the session's 60 s
+                // idle limit and the suite's time limit would end the test first.
+                guard case .paused(_, _, let reason)? = await events.next() else {
+                    Issue.record("no pause")
+                    return
+                }
+                #expect(reason == "transport failure: timedOut")
+            }
+        }
+    }
+}
