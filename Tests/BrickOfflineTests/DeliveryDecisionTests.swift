@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// The delivery rules as a table, without I/O.
-@Suite("DeliveryDecision: the offline queue's rules, as a table")
+@Suite("DeliveryDecision: the offline queue's rules, as a table", .timeLimit(.minutes(2)))
 struct DeliveryDecisionTests {
     static let now = Date(timeIntervalSince1970: 1_000_000)
     static let interval = Duration.seconds(30)

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// A full disk: a 256 KiB tmpfs mounted for the queue (root only; reported as skipped otherwise).
-@Suite("Offline queue on a full disk")
+@Suite("Offline queue on a full disk", .timeLimit(.minutes(2)))
 struct DiskFullTests {
     @Test(
         "add fails with a storage error once the disk is full; what was acknowledged stays intact",

@@ -3,7 +3,7 @@ import BrickTestServer
 import Foundation
 import Testing
 
-@Suite("cURLDescription replays with the curl command-line tool")
+@Suite("cURLDescription replays with the curl command-line tool", .timeLimit(.minutes(5)))
 struct CurlDescriptionReplayTests {
     @Test("the curl command sends the same request the transport sends")
     func replaysIdentically() async throws {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite("A large download's memory, measured in a process of its own")
+@Suite("A large download's memory, measured in a process of its own", .timeLimit(.minutes(5)))
 struct LargeDownloadMemoryTests {
     /// `brick-memory-probe`, built next to the test binary by `swift test`.
     static var probePath: String {

@@ -104,6 +104,7 @@ final class LabGet: Component, GETRequestType, ValidatedResponseType, DataRespon
 @Suite(
     "Reachability in a real network namespace",
     .serialized,
+    .timeLimit(.minutes(5)),
     .enabled(if: VethLab.unavailableReason == nil, "\(VethLab.unavailableReason ?? "")")
 )
 struct NamespaceReachabilityTests {

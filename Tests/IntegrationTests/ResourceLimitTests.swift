@@ -4,7 +4,7 @@ import Testing
 
 /// The transport under a process's resource limits, each in a child process of its own that
 /// starts under the limit (`ulimit` in the shell that runs it) and talks to a server in this one.
-@Suite("Resource limits, in a process of their own")
+@Suite("Resource limits, in a process of their own", .timeLimit(.minutes(5)))
 struct ResourceLimitTests {
     /// `brick-limits-probe`, built next to the test binary by `swift test`.
     static var probePath: String {

@@ -2,7 +2,7 @@ import BrickRequest
 import Foundation
 import Testing
 
-@Suite("CurlTransport against nginx: TLS, HTTP/2, pinning, client certificates")
+@Suite("CurlTransport against nginx: TLS, HTTP/2, pinning, client certificates", .timeLimit(.minutes(5)))
 struct TLSAndHTTP2Tests {
     let nginx: NginxFixture
 

@@ -47,7 +47,7 @@ final class Feed: Component, GETRequestType, ValidatedResponseType, EmptyRespons
     }
 }
 
-@Suite("Bricks: bodies to a file (DownloadResponseType) or to a stream")
+@Suite("Bricks: bodies to a file (DownloadResponseType) or to a stream", .timeLimit(.minutes(2)))
 struct DownloadTests {
     /// The bytes of the test server's `/bytes`, `/stream-bytes` and `/range` routes.
     static func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0) } }

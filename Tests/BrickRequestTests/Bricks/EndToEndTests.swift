@@ -96,7 +96,7 @@ let tinyPNG = Data(
         "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )!
 
-@Suite("Bricks end to end against the loopback server")
+@Suite("Bricks end to end against the loopback server", .timeLimit(.minutes(2)))
 struct EndToEndTests {
     @Test("GET and DELETE echo a text and a number parameter")
     func getAndDelete() async throws {

@@ -19,7 +19,7 @@ final class LimitedFetch: Component, GETRequestType, DataResponseType {
     }
 }
 
-@Suite("Bricks: an endpoint's own response-size limit and redirect following")
+@Suite("Bricks: an endpoint's own response-size limit and redirect following", .timeLimit(.minutes(2)))
 struct EndpointLimitsTests {
     @Test("both are rendered into the request's options; the defaults leave the session's")
     func rendered() async throws {

@@ -37,7 +37,7 @@ extension Session {
     static let api = Session(configuration: .init(originOverride: ExampleAPI.server.baseURL))
 }
 
-@Suite("The GetUser example")
+@Suite("The GetUser example", .timeLimit(.minutes(2)))
 struct GetUserExampleTests {
     @Test("response(_:) + resume() delivers the JSON once")
     func callback() async throws {

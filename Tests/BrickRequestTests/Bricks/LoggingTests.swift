@@ -38,7 +38,7 @@ struct CapturingLogHandler: LogHandler {
     }
 }
 
-@Suite("Session logging")
+@Suite("Session logging", .timeLimit(.minutes(2)))
 struct LoggingTests {
     /// Sent with every request; its value must never reach the log.
     static let credentials = ["Authorization": "Bearer secret-token"]

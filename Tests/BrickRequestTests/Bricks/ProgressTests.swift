@@ -36,7 +36,7 @@ struct ProgressCall: Sendable {
     var onCallbackQueue: Bool
 }
 
-@Suite("Bricks: progress(_:)")
+@Suite("Bricks: progress(_:)", .timeLimit(.minutes(2)))
 struct ProgressTests {
     /// A serial callback queue that can tell whether code runs on it.
     static func markedQueue() -> (DispatchQueue, DispatchSpecificKey<Bool>) {

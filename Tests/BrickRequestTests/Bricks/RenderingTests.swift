@@ -77,7 +77,7 @@ final class Ping: Component, HEADRequestType, EmptyResponseType {
     }
 }
 
-@Suite("Bricks render the exact request")
+@Suite("Bricks render the exact request", .timeLimit(.minutes(2)))
 struct RenderingTests {
     let stub = StubTransport()
     var session: Session {
@@ -218,7 +218,7 @@ struct RenderingTests {
     }
 }
 
-@Suite("Parameters")
+@Suite("Parameters", .timeLimit(.minutes(2)))
 struct ParameterTests {
     @Test("text parameters: String, nil, fallback (BrickRequest's cases)")
     func strings() {

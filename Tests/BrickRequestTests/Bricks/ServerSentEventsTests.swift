@@ -48,7 +48,7 @@ final class Completions: Component, POSTRequestType, JSONBodyRequestType, Valida
     }
 }
 
-@Suite("Server-sent events: the parser, and EventStreamResponseType")
+@Suite("Server-sent events: the parser, and EventStreamResponseType", .timeLimit(.minutes(2)))
 struct ServerSentEventsTests {
     static let stream = Array(
         (": a comment\r\n" + "event: greeting\r\ndata: hello\r\ndata:  world\r\nid: 7\r\n\r\n"

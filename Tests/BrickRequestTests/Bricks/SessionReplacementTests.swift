@@ -41,7 +41,7 @@ final class UnansweredPost: Component, POSTRequestType, NonAutoRetryType {
     }
 }
 
-@Suite("Session replacement, resume() without a response brick, runningRequests and cancelAll")
+@Suite("Session replacement, resume() without a response brick, runningRequests and cancelAll", .timeLimit(.minutes(2)))
 struct SessionReplacementTests {
     static func stub(answering body: String) -> StubTransport {
         let stub = StubTransport()

@@ -23,7 +23,7 @@ final class StubbedUser: Component, GETRequestType, NonAutoRetryType, ValidatedR
     }
 }
 
-@Suite("Session, StubTransport, ManualClock, errors")
+@Suite("Session, StubTransport, ManualClock, errors", .timeLimit(.minutes(2)))
 struct SessionTests {
     @Test("event monitors see start and completion")
     func monitors() async throws {
@@ -92,7 +92,7 @@ struct SessionTests {
         stub.stub(.get, "/users/1", StubResponse.json(#"{"name":"Late"}"#).delayed(by: .seconds(30)))
         let session = Session.testing(stub)
         let task = Task { try await StubbedUser(session: session).value }
-        while clock.waiterCount == 0 { await Task.yield() }
+        await eventually { clock.waiterCount > 0 }
         clock.advance(by: .seconds(29))
         #expect(clock.waiterCount == 1)
         clock.advance(by: .seconds(1))
@@ -108,7 +108,7 @@ struct SessionTests {
         clock.schedule(at: clock.now.advanced(by: .seconds(1))) { order.add(1) }
         clock.schedule(at: clock.now.advanced(by: .seconds(2))) { order.add(2) }
         let sleeper = Task { try await clock.sleep(for: .seconds(10)) }
-        while clock.waiterCount < 4 { await Task.yield() }
+        await eventually { clock.waiterCount >= 4 }
         clock.advance(by: .seconds(2))
         #expect(order.all == [1, 2])
         clock.advance(by: .seconds(5))

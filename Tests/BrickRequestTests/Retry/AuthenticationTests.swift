@@ -33,7 +33,7 @@ final class SecureGet: Component, GETRequestType, AuthenticatedRequestType, Vali
     }
 }
 
-@Suite("AuthenticatedRequestType against the loopback server")
+@Suite("AuthenticatedRequestType against the loopback server", .timeLimit(.minutes(2)))
 struct AuthenticationTests {
     func secureServer() async throws -> BrickTestServer {
         let server = try await BrickTestServer.start()

@@ -2,7 +2,7 @@ import BrickRequest
 import Foundation
 import Testing
 
-@Suite("Retry classification, backoff and the engine (no I/O)")
+@Suite("Retry classification, backoff and the engine (no I/O)", .timeLimit(.minutes(2)))
 struct RetryEngineTests {
     static let kinds: [TransportError.Kind] = [
         .notConnected, .cannotResolveHost, .cannotResolveProxy, .cannotConnect, .connectionReset, .timedOut, .tls,

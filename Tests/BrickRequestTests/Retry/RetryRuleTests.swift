@@ -5,7 +5,7 @@ import HTTPTypes
 import Synchronization
 import Testing
 
-@Suite("Custom retry rules, and the engine's precheck agreeing with the engine (no I/O)")
+@Suite("Custom retry rules, and the engine's precheck agreeing with the engine (no I/O)", .timeLimit(.minutes(2)))
 struct RetryRuleTests {
     static let kinds: [TransportError.Kind] = [
         .notConnected, .cannotResolveHost, .cannotResolveProxy, .cannotConnect, .connectionReset, .timedOut, .tls,
@@ -123,7 +123,7 @@ final class RuleGet: Component, GETRequestType, DataResponseType {
     }
 }
 
-@Suite("A custom retry rule through the session")
+@Suite("A custom retry rule through the session", .timeLimit(.minutes(2)))
 struct RetryRuleSessionTests {
     @Test("the session hands the rule the response; a 409 with the header is retried, one without is not")
     func throughSession() async {

@@ -84,7 +84,7 @@ final class CountingReachability: ReachabilityMonitor {
     func changes() -> AsyncStream<Void> { AsyncStream { _ in } }
 }
 
-@Suite("The session retries: ManualClock, StubTransport, ManualReachability")
+@Suite("The session retries: ManualClock, StubTransport, ManualReachability", .timeLimit(.minutes(2)))
 struct SessionRetryTests {
     let clock = ManualClock()
     let stub: StubTransport
@@ -272,7 +272,7 @@ struct SessionRetryTests {
     }
 }
 
-@Suite("The session retries against the loopback server")
+@Suite("The session retries against the loopback server", .timeLimit(.minutes(2)))
 struct LoopbackRetryTests {
     @Test("503, 503, 200 from a real server succeeds on attempt 3")
     func serviceUnavailable() async throws {

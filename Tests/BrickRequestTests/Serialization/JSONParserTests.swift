@@ -2,7 +2,7 @@ import BrickRequest
 import Foundation
 import Testing
 
-@Suite("JSON: the parser (RFC 8259) and compact output")
+@Suite("JSON: the parser (RFC 8259) and compact output", .timeLimit(.minutes(2)))
 struct JSONParserTests {
     private func parse(_ text: String) throws(JSONParsingError) -> JSON {
         try JSON(data: Data(text.utf8))

@@ -4,7 +4,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@Suite("Backpressure: paced streams and server-sent events")
+@Suite("Backpressure: paced streams and server-sent events", .timeLimit(.minutes(2)))
 struct BackpressureTests {
     @Test("a paced stream that pauses stops the transfer until it resumes, and a paused transfer is not idle")
     func pausedTransfer() async throws {

@@ -5,7 +5,7 @@ import Testing
 /// libcurl's `calloc` (installed through `curl_global_init_mem`) is `malloc` + zeroing, so small
 /// blocks come from glibc's per-thread cache. It must still be a `calloc`: zeroed memory, and no
 /// block when the size overflows.
-@Suite("The calloc BrickRequest gives libcurl")
+@Suite("The calloc BrickRequest gives libcurl", .timeLimit(.minutes(2)))
 struct CurlAllocatorTests {
     @Test("a reused block comes back zeroed")
     func zeroesReusedBlocks() throws {

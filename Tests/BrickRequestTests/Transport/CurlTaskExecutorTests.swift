@@ -16,7 +16,7 @@ final class ExecutorEcho: Component, GETRequestType, NonAutoRetryType, Validated
     }
 }
 
-@Suite("CurlTransport.taskExecutor")
+@Suite("CurlTransport.taskExecutor", .timeLimit(.minutes(2)))
 struct CurlTaskExecutorTests {
     @Test("a task that prefers the executor resumes on the thread where completions run")
     func resumesOnDriverThread() async throws {

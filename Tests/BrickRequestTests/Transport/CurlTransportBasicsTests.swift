@@ -5,7 +5,7 @@ import HTTPTypes
 import Synchronization
 import Testing
 
-@Suite("CurlTransport: methods, bodies, progress")
+@Suite("CurlTransport: methods, bodies, progress", .timeLimit(.minutes(2)))
 struct CurlTransportBasicsTests {
     let transport = CurlTransport()
 
@@ -178,7 +178,7 @@ struct CurlTransportBasicsTests {
     }
 }
 
-@Suite("CurlTransport: cURLDescription")
+@Suite("CurlTransport: cURLDescription", .timeLimit(.minutes(2)))
 struct CurlDescriptionTests {
     @Test("the description shows method, limits and TLS settings")
     func settings() throws {

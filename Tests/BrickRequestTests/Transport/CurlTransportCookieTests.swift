@@ -3,7 +3,7 @@ import BrickTestServer
 import Foundation
 import Testing
 
-@Suite("CurlTransport: cookies")
+@Suite("CurlTransport: cookies", .timeLimit(.minutes(2)))
 struct CurlTransportCookieTests {
     static func storingTransport() -> CurlTransport {
         var configuration = CurlTransport.Configuration()

@@ -4,7 +4,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@Suite("CurlTransport: errors, timeouts, cancellation")
+@Suite("CurlTransport: errors, timeouts, cancellation", .timeLimit(.minutes(2)))
 struct CurlTransportErrorTests {
     @Test("connection refused: cannotConnect, nothing sent")
     func refused() async throws {
@@ -207,6 +207,6 @@ final class ResultsBox: Sendable {
     var all: [Result<TransportResponse, TransportError>] { results.withLock { $0 } }
 
     func wait(count: Int) async {
-        while all.count < count { try? await Task.sleep(for: .milliseconds(2)) }
+        await eventually { all.count >= count }
     }
 }

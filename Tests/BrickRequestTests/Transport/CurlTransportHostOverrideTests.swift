@@ -3,7 +3,7 @@ import BrickTestServer
 import Foundation
 import Testing
 
-@Suite("CurlTransport: host overrides")
+@Suite("CurlTransport: host overrides", .timeLimit(.minutes(2)))
 struct CurlTransportHostOverrideTests {
     @Test("a host name connects to the addresses given for it, tried in order; Host stays the name")
     func overridden() async throws {

@@ -3,7 +3,7 @@ import BrickTestServer
 import Foundation
 import Testing
 
-@Suite("CurlTransport: partial downloads kept and continued")
+@Suite("CurlTransport: partial downloads kept and continued", .timeLimit(.minutes(2)))
 struct CurlTransportResumeTests {
     let transport = CurlTransport()
 

@@ -3,7 +3,7 @@ import BrickTestServer
 import Foundation
 import Testing
 
-@Suite("CurlTransport: input validation, limits, framing")
+@Suite("CurlTransport: input validation, limits, framing", .timeLimit(.minutes(2)))
 struct CurlTransportSafetyTests {
     let transport = CurlTransport()
 

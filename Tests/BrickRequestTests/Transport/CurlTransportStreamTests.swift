@@ -30,7 +30,7 @@ final class Pieces: Sendable {
     var bytes: [UInt8] { received.pieces.withLock { $0.flatMap { $0 } } }
 }
 
-@Suite("CurlTransport: response bodies streamed to a receiver")
+@Suite("CurlTransport: response bodies streamed to a receiver", .timeLimit(.minutes(2)))
 struct CurlTransportStreamTests {
     let transport = CurlTransport()
 

@@ -13,7 +13,7 @@ final class DaemonInfo: Component, GETRequestType, ValidatedResponseType, JSONRe
     }
 }
 
-@Suite("CurlTransport: Unix domain sockets")
+@Suite("CurlTransport: Unix domain sockets", .timeLimit(.minutes(2)))
 struct CurlTransportUnixSocketTests {
     /// Runs `body` with a test server listening on a socket in a fresh directory.
     func withSocketServer(_ body: (BrickTestServer, String) async throws -> Void) async throws {

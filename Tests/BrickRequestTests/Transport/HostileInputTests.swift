@@ -15,7 +15,7 @@ final class InjectedUpload: Component, POSTRequestType, MultipartRequestType, Em
 }
 
 /// Input a caller or a server gets wrong, refused with a typed error that gives nothing away.
-@Suite("Hostile input: refused before any I/O, with errors that give nothing away")
+@Suite("Hostile input: refused before any I/O, with errors that give nothing away", .timeLimit(.minutes(2)))
 struct HostileInputTests {
     @Test("CR or LF in a file part's media type is refused when rendering; nothing is sent")
     func multipartMediaTypeInjection() async throws {

@@ -7,7 +7,7 @@ import Testing
 /// Servers that break HTTP on purpose (issue 18's probes), each as exact bytes from the test
 /// server: no response may reach a request it does not answer, no failure may pass for success,
 /// and no claim of the server's may size the client's memory.
-@Suite("CurlTransport against hostile servers")
+@Suite("CurlTransport against hostile servers", .timeLimit(.minutes(2)))
 struct HostileServerTests {
     /// A complete response smuggled after an answer: what a desynchronised client would deliver
     /// as the next request's response.

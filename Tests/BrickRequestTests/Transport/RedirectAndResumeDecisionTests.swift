@@ -2,7 +2,7 @@ import BrickRequest
 import HTTPTypes
 import Testing
 
-@Suite("Redirect and resume decisions (no I/O)")
+@Suite("Redirect and resume decisions (no I/O)", .timeLimit(.minutes(2)))
 struct RedirectAndResumeDecisionTests {
     typealias Origin = RedirectDecision.Origin
     static let https = Origin(scheme: "https", authority: "api.example.com")

@@ -39,7 +39,7 @@ private func chainedHandlerThreads(_ url: String, _ session: Session, count: Int
     }
 }
 
-@Suite("Work on the transport's thread: handler drains, executor jobs, stall takeover")
+@Suite("Work on the transport's thread: handler drains, executor jobs, stall takeover", .timeLimit(.minutes(2)))
 struct StallTakeoverTests {
     /// Where the handlers of `count` chained requests ran, and where the transport's completions
     /// run, on a transport with `stallLimit`.
@@ -193,7 +193,7 @@ extension StallTakeoverTests {
     }
 }
 
-@Suite("Stall takeovers under load")
+@Suite("Stall takeovers under load", .timeLimit(.minutes(2)))
 struct StallTakeoverStressTests {
     @Test(
         "many requests whose handlers and tasks block at random: each handler once, one at a time; nothing left behind"

@@ -2,7 +2,7 @@ import BrickRequest
 import Foundation
 import Testing
 
-@Suite("Threads BrickRequest starts are named (top -H, ps -L, debuggers)")
+@Suite("Threads BrickRequest starts are named (top -H, ps -L, debuggers)", .timeLimit(.minutes(2)))
 struct ThreadNameTests {
     @Test("the transport's driver thread is brick-curl")
     func driverThread() async throws {
