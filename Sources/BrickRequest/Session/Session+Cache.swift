@@ -248,8 +248,14 @@ extension Session {
             bodyInMemory: response.body != nil || request.method == .head
         )
         guard storability.isStorable, let varyNames else { return }
+        // A response reached through redirects is the last hop's: it is stored under that hop's
+        // URL, never under the one asked for, whose own answer (a redirect, usually not
+        // storable) was not seen. What was stored for the URL asked for is out of date.
+        let key = response.url.isEmpty ? exchange.key : CacheKey(method: request.method.rawValue, url: response.url)
+        let redirected = key != exchange.key
+        if redirected { forget(exchange.key, in: exchange.caching.cache) }
         let stored = CachedResponse(
-            key: exchange.key,
+            key: key,
             variant: CachedResponse.variant(names: varyNames, of: request.headerFields),
             status: response.status.code,
             headerFields: CacheRules.storedFields(fields),
@@ -258,8 +264,10 @@ extension Session {
             requestTime: times.request,
             responseTime: times.response
         )
-        if exchange.variants.contains(where: { $0.facts.varyNames != varyNames }) {
-            forget(exchange.key, in: exchange.caching.cache)
+        // Variants that vary on other fields are replaced (all of them, for a redirect's target,
+        // whose variants this exchange did not look up).
+        if redirected || exchange.variants.contains(where: { $0.facts.varyNames != varyNames }) {
+            forget(key, in: exchange.caching.cache)
         }
         keep(stored, in: exchange.caching.cache)
     }

@@ -122,4 +122,33 @@ struct HostileCacheTests {
             #expect(second.headers[.setCookie] == nil)
         }
     }
+
+    @Test("a redirect's own rules count: after a 302 (no-store, or plain) to a fresh target, the URL asked for is not answered from the cache")
+    func redirectIsNotStoredUnderTheOriginalURL() async throws {
+        try await withServer { server in
+            let session = Session()
+            for (index, control) in ["no-store", nil].enumerated() {
+                let start = "/start\(index)"
+                var headers: [ScriptedResponse.HeaderPair] = [.init("Location", "/target\(index)a")]
+                if let control { headers.append(.init("Cache-Control", control)) }
+                var moved = headers
+                moved[0] = .init("Location", "/target\(index)b")
+                server.script(start, [.respond(status: 302, headers: headers), .respond(status: 302, headers: moved)])
+                for (suffix, body) in [("a", "A"), ("b", "B")] {
+                    server.script("/target\(index)\(suffix)", [.respond(status: 200, headers: [.init("Cache-Control", "max-age=3600")], body: Array(body.utf8))])
+                }
+                let first = await CachedGet(server.baseURL + start, session: session).response()
+                #expect(first.data == Data("A".utf8))
+                // The Location changed: the next request sees it.
+                let second = await CachedGet(server.baseURL + start, session: session).response()
+                #expect(second.source == .network)
+                #expect(second.data == Data("B".utf8))
+                #expect(server.requests(path: start).count == 2)
+                // The target itself was stored under its own URL.
+                let target = await CachedGet(server.baseURL + "/target\(index)a", session: session).response()
+                #expect(target.source == .cache)
+                #expect(target.data == Data("A".utf8))
+            }
+        }
+    }
 }
