@@ -83,9 +83,9 @@ public enum OfflineRequestEvent: Sendable {
 }
 
 /// The error of an attempt that ran past ``OfflineRequestManager/requestTimeLimit`` without a
-/// heartbeat: code -1, "Offline Request Timed Out" (the seed's identity).
+/// heartbeat: code -1, "Offline Request Timed Out" (the identity the iOS OfflineRequestManager gives it).
 public struct OfflineRequestTimeout: Error, Sendable, CustomStringConvertible {
-    /// -1, as the seed's.
+    /// -1.
     public let code = -1
     /// "Offline Request Timed Out".
     public var description: String { "Offline Request Timed Out" }
@@ -144,7 +144,7 @@ package enum FailureClass: Sendable, Hashable {
     case other
 
     /// The class of `error`: network-class when ``NetworkFailure/isNetwork`` (no route, no name,
-    /// cannot connect, timed out, connection lost — the seed's -1001, -1009, -1005); the time
+    /// cannot connect, timed out, connection lost — URLError's -1001, -1009, -1005 on Apple systems); the time
     /// limit's own error is not.
     package static func of(_ error: any Error) -> FailureClass {
         NetworkFailure.of(error).isNetwork ? .network : .other

@@ -13,7 +13,7 @@ import Synchronization
 /// try await manager.queueRequest(UploadPhoto(path: "/var/spool/photo-1.jpg"))   // returns once on disk
 /// ```
 ///
-/// Rules (the seed's, made explicit):
+/// Rules:
 /// - **Order.** Requests start in the order queued. With a cap of 1 they run strictly one after
 ///   another: a request kept after a network failure holds back the ones behind it. With a larger
 ///   cap they overlap and finish in any order.
@@ -189,7 +189,7 @@ public final class OfflineRequestManager: Sendable {
     }
 
     /// Sets aside (as dead letters) waiting requests first queued longer ago than `age`.
-    /// Default 12 h, as the seed.
+    /// Default 12 h.
     public func clearStaleRequests(olderThan age: Duration = .seconds(12 * 3600)) async throws(BrickError) {
         try await core.clearStale(olderThan: age)
     }

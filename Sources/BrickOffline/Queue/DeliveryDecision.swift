@@ -30,7 +30,7 @@ package enum DeliveryDecision: Sendable, Hashable {
     ///
     /// | outcome | decision |
     /// |---|---|
-    /// | any 2xx | delivered (the seed took only 200; a 201 or 204 is a delivery too) |
+    /// | any 2xx | delivered (a 201 or 204 is a delivery, not only 200) |
     /// | any other status, any transport failure | retry after `retryInterval`, forever by default |
     /// | no route, no DNS (`notConnected`, `cannotResolveHost`), `outOfResources` | retry; the attempt does not count |
     /// | the attempt limit reached (`maxAttempts`) | dead letter "ran out of attempts" |

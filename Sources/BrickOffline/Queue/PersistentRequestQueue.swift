@@ -31,7 +31,7 @@ import Logging
 /// `authenticator` signs each attempt when it is sent instead.
 ///
 /// **Processing** starts with the first ``add(_:options:)`` or ``startProcessing(ignoringPauseDates:)``
-/// (not when the queue is opened, as the seed: subscribe to ``events`` first to hear what happens
+/// (not when the queue is opened: subscribe to ``events`` first to hear what happens
 /// to the entries of an earlier run).
 public final class PersistentRequestQueue: Sendable {
     /// Per-entry settings of ``add(_:options:)``.

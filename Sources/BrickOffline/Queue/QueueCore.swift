@@ -290,7 +290,7 @@ final class QueueCore: Sendable {
             switch decision {
             case .delivered:
                 if try await !store.complete(entry.id, lease: lease) { report(leaseLost: entry.id) }
-                // The server answers again: every paused entry goes now (the seed's rule).
+                // The server answers again: every paused entry is due now, not at the end of its pause.
                 try await store.clearPauses(queue: name, now: now())
                 emit(.delivered(entry.id, status: response?.status.code ?? 200))
                 if let response { finish(entry.id, .success(response)) }

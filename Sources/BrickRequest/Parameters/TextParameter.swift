@@ -26,7 +26,7 @@ public struct TextParameter<T: ParameterStringConvertible>: Sendable {
         self.fallback = catchOnNil
     }
 
-    /// A copy whose missing value is replaced by `fallback()` (the seed library's fluent form).
+    /// A copy whose missing value is replaced by `fallback()` (a fluent form).
     ///
     /// - Parameter fallback: Produces the value to send when `value` is `nil`.
     /// - Returns: The parameter with the fallback.

@@ -43,7 +43,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         case shutdown
     }
 
-    /// Work run at the safe point, watched by the standby thread. Fixed layout (perf rule 3).
+    /// Work run at the safe point, watched by the standby thread. An enum of fixed size (no
+    /// existential box), so a round's work is one contiguous array with no allocation per item.
     enum SafePointWork {
         case work(@Sendable () -> Void)
         /// Work that resumes awaiting tasks: those it resumes onto the global executor run here
@@ -98,7 +99,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
     /// zero (safe-point work then runs unwatched and handler drains are not scheduled here).
     let standby: Standby?
 
-    // Driver state. Unchecked exclusivity: only the lease holder touches it (perf rule 3).
+    // Driver state. Unchecked exclusivity: only the lease holder touches it, so the runtime's
+    // exclusivity checks on every access would only cost time.
     @exclusivity(unchecked) var local: [Command] = []
     @exclusivity(unchecked) var drained: [Command] = []
     @exclusivity(unchecked) var active: [Transfer] = []

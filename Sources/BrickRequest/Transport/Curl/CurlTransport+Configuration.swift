@@ -76,10 +76,9 @@ extension CurlTransport {
         /// executor, a handler on a `CallbackQueue.dispatch(_:)` queue) starts the next request
         /// while the driver may be asleep in `poll`, which costs a wakeup. Spinning briefly instead
         /// (CPU pause instructions, bounded by this duration) avoids it, but holds a core that the
-        /// woken thread may need: on the 2-core machines this project is measured on it was a loss
-        /// at every concurrency (one request at a time through `value`: 0.54× the C client with
-        /// 50 µs against 0.72× without, and half again the CPU). Worth trying only with cores to
-        /// spare; at most 1 s.
+        /// woken thread may need: with few cores it costs more than the wakeup it saves (the
+        /// README's performance section has the figures). Worth trying only with cores to spare;
+        /// at most 1 s.
         public var handOffSpin: Duration = .zero
         /// How long work run on the driver's thread may hold up its I/O before a standby thread
         /// takes the I/O over. Default 5 ms.
@@ -92,10 +91,8 @@ extension CurlTransport {
         /// the new driver thread. Handlers may therefore block without stalling other requests for
         /// more than about two limits. The standby sleeps while there is no such work.
         ///
-        /// Each look wakes a thread, so a shorter limit costs CPU while requests flow: measured at
-        /// 16 requests in flight on a 2-core machine, 2 ms cost about 5% more CPU per request than
-        /// 5 ms or handlers run inside completions (10-round paired runs), 5 ms no measurable
-        /// amount.
+        /// Each look wakes a thread, so a shorter limit costs CPU while requests flow; the default
+        /// costs no measurable amount (the README's performance section has the figures).
         ///
         /// `.zero` turns this off: handlers then always hop to their queue's thread, and tasks on
         /// `taskExecutor` hold up the I/O for as long as they run. At least 100 µs otherwise; at most 10 s.
