@@ -1,4 +1,5 @@
 // cache-bench [ITERATIONS]
+// cache-bench contention [STORES]
 //
 // The response cache's figures, in one run, against BrickTestServer on loopback:
 //   - a plain dictionary lookup under a lock (the floor any cache pays);
@@ -8,6 +9,13 @@
 //   - an endpoint with `.networkOnly` fetching a body of the same size: one loopback round trip per
 //     request, for comparison.
 // Each row: operations, seconds, operations per second, microseconds per operation.
+//
+// `contention`: the latency of unrelated requests (a 16-byte GET, one at a time, `.networkOnly`)
+// on a transport whose other requests store STORES (default 10,000) distinct 64 KiB responses in
+// a SQLiteResponseCache (4 at a time): p50, p99 and the largest, beside the same requests with
+// nothing else running. BRICK_BENCH_RESUME_AT_SAFE_POINT=1 turns the transport's opt-in
+// `resumesTasksAtSafePoint` on (the cache's disk work then runs where awaiting tasks resume: on
+// the transport's thread, at its safe point).
 import BrickOffline
 import BrickRequest
 import BrickTestServer
@@ -26,8 +34,75 @@ final class Item: Component, GETRequestType, NonAutoRetryType, CachedResponseTyp
     }
 }
 
-let iterations = CommandLine.arguments.dropFirst().first.flatMap { Int($0) } ?? 100_000
 let clock = ContinuousClock()
+
+/// The latencies' p50, p99 and maximum, in microseconds.
+func percentiles(_ samples: [Duration]) -> String {
+    let sorted = samples.sorted()
+    func micros(_ value: Duration) -> String {
+        String(format: "%.0f", Double(value.components.seconds) * 1e6 + Double(value.components.attoseconds) / 1e12)
+    }
+    guard !sorted.isEmpty else { return "no samples" }
+    return "n=\(sorted.count) p50 \(micros(sorted[sorted.count / 2])) µs, p99 \(micros(sorted[min(sorted.count - 1, sorted.count * 99 / 100)])) µs, max \(micros(sorted.last!)) µs"
+}
+
+if CommandLine.arguments.dropFirst().first == "contention" {
+    let stores = CommandLine.arguments.dropFirst(2).first.flatMap { Int($0) } ?? 10_000
+    let server = try BrickTestServer.start()
+    let big = [UInt8](repeating: 0x61, count: 64 * 1024)
+    server.route("/big") { _ in .respond(status: 200, headers: [.init("Cache-Control", "max-age=3600")], body: big) }
+    var configuration = CurlTransport.Configuration()
+    configuration.resumesTasksAtSafePoint = ProcessInfo.processInfo.environment["BRICK_BENCH_RESUME_AT_SAFE_POINT"] == "1"
+    let transport = CurlTransport(configuration: configuration)
+    let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("cache-contention-\(getpid())")
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let disk = try SQLiteResponseCache(name: "contention", directory: directory, maxBytes: 1 << 30)
+    let storing = Session(configuration: .init(responseCache: disk), transport: transport, reachability: AlwaysReachable())
+    let probing = Session(transport: transport, reachability: AlwaysReachable())
+    let small = server.baseURL + "/bytes/16"
+    func probe(while running: () -> Bool) async throws -> [Duration] {
+        var samples: [Duration] = []
+        while running() {
+            let start = clock.now
+            _ = try await Item(small, session: probing, policy: .networkOnly).value
+            samples.append(clock.now - start)
+        }
+        return samples
+    }
+    // Alone first: the same probe for as many samples, with nothing else running.
+    var alone: [Duration] = []
+    for _ in 0..<2_000 {
+        let start = clock.now
+        _ = try await Item(small, session: probing, policy: .networkOnly).value
+        alone.append(clock.now - start)
+    }
+    let done = Mutex(false)
+    let storer = Task {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<4 {
+                group.addTask {
+                    for index in stride(from: worker, to: stores, by: 4) {
+                        _ = try await Item(server.baseURL + "/big?i=\(index)", session: storing, policy: .http).value
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        done.withLock { $0 = true }
+    }
+    let start = clock.now
+    let busy = try await probe { !done.withLock { $0 } }
+    try await storer.value
+    let elapsed = clock.now - start
+    print("resumesTasksAtSafePoint=\(configuration.resumesTasksAtSafePoint) (captures: \(transport.capturesResumedTasks)); \(stores) × 64 KiB stored in \(elapsed); stored now: \(try disk.count())")
+    print("unrelated GETs alone:            \(percentiles(alone))")
+    print("unrelated GETs while storing:    \(percentiles(busy))")
+    print("stall takeovers: \(transport.stallTakeoverCount)")
+    server.shutdown()
+    exit(0)
+}
+
+let iterations = CommandLine.arguments.dropFirst().first.flatMap { Int($0) } ?? 100_000
 
 func row(_ name: String, _ count: Int, _ body: () async throws -> Void) async rethrows {
     let start = clock.now
