@@ -80,6 +80,7 @@ MODES = [
     ("response(_:) default queue", {"BRICK_BENCH_MODE": "callback"}, BRICK),
     ("response(_:) .transportThread", {"BRICK_BENCH_MODE": "callback", "BRICK_BENCH_CALLBACK_QUEUE": "transport"}, BRICK),
     ("value", {"BRICK_BENCH_MODE": "async"}, BRICK),
+    ("value, resumesTasksAtSafePoint (opt-in)", {"BRICK_BENCH_MODE": "async", "BRICK_BENCH_RESUME_AT_SAFE_POINT": "1"}, BRICK),
     ("value on taskExecutor", {"BRICK_BENCH_MODE": "async", "BRICK_BENCH_EXECUTOR": "transport"}, BRICK),
 ]
 
