@@ -84,9 +84,10 @@ public struct TransportTask: Sendable {
 extension Transport {
     /// Sends a request and waits for its outcome. Cancelling the calling task cancels the transfer.
     ///
-    /// On a ``CurlTransport``, a calling task with no executor preference and no actor isolation
-    /// goes on on the transport's thread after the response, until it next suspends, as a
-    /// ``Session``'s `value` does (``CurlTransport/Configuration/resumesTasksAtSafePoint``).
+    /// On a ``CurlTransport`` made with the opt-in
+    /// ``CurlTransport/Configuration/resumesTasksAtSafePoint``, a calling task with no executor
+    /// preference and no actor isolation goes on on the transport's thread after the response,
+    /// until it next suspends, as a ``Session``'s `value` does.
     ///
     /// - Parameter request: The rendered request.
     /// - Returns: The response (any status).
