@@ -76,6 +76,7 @@ struct DamagedCacheTests {
                 // A body over the threshold: in a file of its own, with its checksum.
                 let cache = try SQLiteResponseCache(name: "damaged", directory: directory, fileThreshold: 8)
                 try cache.store(stored(url, bytes: 64))
+                try cache.flush()
             }
             let value = Self.value(kind: kind, damage: damage)
             let condition = table == "meta" ? "WHERE name = 'version'" : ""
@@ -94,6 +95,7 @@ struct DamagedCacheTests {
             #expect(try cache.cachedResponses(for: key(url + "/other")).count == 1)
             try cache.removeAll()
             #expect(try cache.count() == 0)
+            try cache.flush()
         }
     }
 
@@ -106,14 +108,17 @@ struct DamagedCacheTests {
             do {
                 let cache = try SQLiteResponseCache(name: "damaged", directory: directory, fileThreshold: 8)
                 try cache.store(stored(url, bytes: 64))
+                try cache.flush()
             }
             // `../victim.txt`, relative to the bodies folder.
             try execute(in: directory, "UPDATE response SET bodyFile = '../victim.txt'")
             let cache = try SQLiteResponseCache(name: "damaged", directory: directory, fileThreshold: 8)
             #expect(try cache.cachedResponses(for: key(url)).isEmpty)
             #expect(cache.damagedRowsRemoved == 1)
+            try cache.flush()
             try execute(in: directory, "INSERT INTO response (cacheKey, variant, status, headers, bodyFile, bodySize, url, requestTime, responseTime, storedAt, size, lastAccess) VALUES ('x', '', 200, x'', '../victim.txt', 64, 'x', 0, 0, 0, 1, 0)")
             try cache.removeAll()
+            try cache.flush()
             #expect(FileManager.default.fileExists(atPath: victim), "a file outside the cache was deleted")
         }
     }
@@ -124,6 +129,7 @@ struct DamagedCacheTests {
             let url = "http://example.test/item"
             let cache = try SQLiteResponseCache(name: "checked", directory: directory, fileThreshold: 8)
             try cache.store(stored(url, bytes: 64))
+            try cache.flush()
             #expect(try cache.cachedResponses(for: key(url)).count == 1)
             let bodies = cache.bodiesDirectory
             let files = try FileManager.default.contentsOfDirectory(atPath: bodies)
@@ -131,6 +137,33 @@ struct DamagedCacheTests {
             try Data(repeating: 0x5A, count: 64).write(to: URL(fileURLWithPath: bodies + "/" + files[0]))
             #expect(try cache.cachedResponses(for: key(url)).isEmpty)
             #expect(cache.damagedRowsRemoved == 1)
+        }
+    }
+}
+
+/// The cache's writes run on its own writer, never on the caller's thread.
+@Suite("The response cache writes off the caller's thread", .timeLimit(.minutes(1)))
+struct CacheWriterTests {
+    @Test("store returns while another connection holds the write lock; the response is found at once, and on disk once the lock is gone")
+    func storeDoesNotWaitForTheDisk() async throws {
+        try await withDirectory { directory in
+            let cache = try SQLiteResponseCache(name: "writer", directory: directory, fileThreshold: 8)
+            let url = "http://example.test/item"
+            let holder = try DatabaseQueue(path: directory.appendingPathComponent("writer.cache.sqlite").path)
+            try holder.inTransaction(.exclusive) { _ in
+                // A store on the caller's thread would wait here for the lock (5 s) and then fail.
+                try cache.store(stored(url, bytes: 64))
+                try cache.store(stored(url + "/2", bytes: 4))
+                #expect(try cache.cachedResponses(for: key(url)).first?.body == stored(url, bytes: 64).body)
+                try cache.removeCachedResponses(for: key(url + "/2"))
+                #expect(try cache.cachedResponses(for: key(url + "/2")).isEmpty)
+                return .commit
+            }
+            try holder.close()
+            try cache.flush()
+            let other = try SQLiteResponseCache(name: "writer", directory: directory, fileThreshold: 8)
+            #expect(try other.cachedResponses(for: key(url)).count == 1)
+            #expect(try other.cachedResponses(for: key(url + "/2")).isEmpty)
         }
     }
 }

@@ -111,6 +111,7 @@ struct SQLiteResponseCacheTests {
             let cache = try SQLiteResponseCache(name: "v", directory: directory, version: 1, fileThreshold: 100)
             try cache.store(stored("http://h/small", bytes: 10))
             try cache.store(stored("http://h/big", bytes: 1000))
+            try cache.flush()
         }
         #expect(try SQLiteResponseCache(name: "v", directory: directory, version: 1).count() == 2)
         let newer = try SQLiteResponseCache(name: "v", directory: directory, version: 2)
@@ -161,11 +162,13 @@ struct SQLiteResponseCacheTests {
         let cache = try SQLiteResponseCache(name: "files", directory: URL(fileURLWithPath: path), fileThreshold: 1000)
         try cache.store(stored("http://h/big", bytes: 200_000))
         try cache.store(stored("http://h/small", bytes: 500))
+        try cache.flush()
         let files = try FileManager.default.contentsOfDirectory(atPath: cache.bodiesDirectory)
         #expect(files.count == 1)
         #expect(try cache.cachedResponses(for: key("http://h/big")).first?.body == stored("http://h/big", bytes: 200_000).body)
         // Replacing the entry replaces its file.
         try cache.store(stored("http://h/big", bytes: 100_000))
+        try cache.flush()
         let replaced = try FileManager.default.contentsOfDirectory(atPath: cache.bodiesDirectory)
         #expect(replaced.count == 1 && replaced != files)
         try FileManager.default.removeItem(atPath: cache.bodiesDirectory + "/" + replaced[0])

@@ -81,7 +81,7 @@ extension SQLiteResponseCache {
         let failure: Int32? = body.withUnsafeBytes { bytes -> Int32? in
             var offset = 0
             while offset < bytes.count {
-                let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
                 if written < 0 {
                     if errno == EINTR { continue }
                     return errno

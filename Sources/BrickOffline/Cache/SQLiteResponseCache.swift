@@ -4,6 +4,7 @@ import GRDB
 import HTTPTypes
 import Logging
 import Synchronization
+import Dispatch
 
 /// A ``BrickRequest/ResponseCache`` on disk: responses survive restarts, and several processes may
 /// share one cache.
@@ -31,8 +32,12 @@ import Synchronization
 ///   file that is missing, of the wrong size or does not match the checksum kept in its row, is a
 ///   miss: the row is removed and reported (``damagedRowsRemoved``, a warning in the log). Body
 ///   files are named by the cache; a row naming any other path is never read, nor its file deleted.
-/// - **Errors.** ``BrickRequest/BrickError`` with ``BrickRequest/BrickError/Code/storage``; the
-///   session treats a failing cache as a miss, except under ``BrickRequest/CachePolicy/cacheOnly``.
+/// - **Writes off the request's path.** Stores, removals and recency run on the cache's own
+///   writer (one serial queue), never on the caller's thread — which may be a transport's thread.
+///   This object's reads see them at once; other processes once written (``flush()``).
+/// - **Errors.** ``BrickRequest/BrickError`` with ``BrickRequest/BrickError/Code/storage`` for
+///   reads; a write that fails is logged and reported by the next ``flush()``. The session treats
+///   a failing cache as a miss, except under ``BrickRequest/CachePolicy/cacheOnly``.
 public final class SQLiteResponseCache: ResponseCache {
     /// The default bound: 128 MiB.
     public static let defaultMaxBytes = 128 * 1024 * 1024
@@ -54,9 +59,16 @@ public final class SQLiteResponseCache: ResponseCache {
     /// Where a damaged file found at open was moved, if one was.
     public let recoveredFile: String?
 
+    /// The most bytes of responses waiting for the writer; a store past it is skipped. 32 MiB.
+    public let maxPendingBytes = 32 * 1024 * 1024
+
     let pool: DatabasePool
     private let damagedRows = Atomic<Int>(0)
-    private let logger = Logger(label: "BrickOffline.SQLiteResponseCache")
+    let logger = Logger(label: "BrickOffline.SQLiteResponseCache")
+    /// The cache's own writer: every write runs here, in order (``flush()``).
+    let writer = DispatchQueue(label: "brick-cache-writer")
+    /// Writes handed to the writer and not applied yet, as reads must see them.
+    let pending = Lock(PendingWrites())
 
     /// Opens (or creates) the cache `name` in `directory`.
     ///
@@ -121,9 +133,12 @@ public final class SQLiteResponseCache: ResponseCache {
 
     // MARK: - ResponseCache
 
-    /// The stored responses for `key`, most recently stored first. A response whose body file is
-    /// gone or damaged is left out.
+    /// The stored responses for `key`, most recently stored first (those not written yet
+    /// included). A response whose row or body file is damaged is left out, and removed.
     public func cachedResponses(for key: CacheKey) throws(BrickError) -> [CachedResponse] {
+        let overlay = pendingView(for: key)
+        var responses = overlay.stores
+        if overlay.hidesDisk { return responses }
         let rows: [Row]
         do {
             rows = try pool.read { db in
@@ -136,37 +151,42 @@ public final class SQLiteResponseCache: ResponseCache {
             throw Self.storageError(error, doing: "read \(key)")
         }
         let now = Date().timeIntervalSince1970
-        var responses: [CachedResponse] = []
+        let overlaid = Set(responses.map(\.variant))
         var used: [Int64] = []
         var damaged: [(id: Int64, reason: String)] = []
         for row in rows {
             guard let id = row["id"] as? Int64 else { continue }
+            let response: CachedResponse
             do {
-                responses.append(try response(from: row, key: key))
+                response = try self.response(from: row, key: key)
             } catch {
                 damaged.append((id, error.reason))
                 continue
             }
+            // A store not written yet replaces what is on disk for its variant.
+            if overlaid.contains(response.variant) { continue }
+            responses.append(response)
             let lastAccess = (try? StoredColumn(row, "lastAccess").number()) ?? 0
             if now - lastAccess >= recencyGranularity.seconds { used.append(id) }
         }
         if !damaged.isEmpty { removeDamaged(damaged, key: key) }
-        if !used.isEmpty {
-            // Recency is a hint: a read that cannot record it (a busy writer) still succeeds.
-            try? pool.write { db in
-                for id in used {
-                    try db.execute(sql: "UPDATE response SET lastAccess = ? WHERE id = ?", arguments: [now, id])
-                }
-            }
-        }
+        if !used.isEmpty { enqueue(.touch(used, at: now)) }
         return responses
     }
 
     /// Stores `response`, replacing the one with the same key and variant, and evicts the least
-    /// recently used responses until the cache is within ``maxBytes``.
+    /// recently used responses until the cache is within ``maxBytes``. The write happens on the
+    /// cache's own writer (see ``flush()``); this object's reads see it at once. A response larger
+    /// than a quarter of ``maxBytes`` is not stored; neither is one that would take the writer's
+    /// backlog past ``maxPendingBytes``.
     public func store(_ response: CachedResponse) throws(BrickError) {
+        guard response.byteCount <= maxBytes / 4 else { return }
+        enqueue(.store(response))
+    }
+
+    /// Writes a stored response: its body file (when large), its row, the eviction. On the writer.
+    func write(_ response: CachedResponse) throws(BrickError) {
         let size = response.byteCount
-        guard size <= maxBytes / 4 else { return }
         var bodyFile: String? = nil
         var digest: Int64? = nil
         if response.body.count > fileThreshold {
@@ -210,14 +230,14 @@ public final class SQLiteResponseCache: ResponseCache {
         for file in removedFiles { unlink(bodiesDirectory + "/" + file) }
     }
 
-    /// Removes every stored response for `key`.
+    /// Removes every stored response for `key` (on the writer; this object's reads see it at once).
     public func removeCachedResponses(for key: CacheKey) throws(BrickError) {
-        try remove(where: "cacheKey = ?", [key.description], doing: "remove \(key)")
+        enqueue(.remove(key))
     }
 
-    /// Removes every stored response.
+    /// Removes every stored response (on the writer; this object's reads see it at once).
     public func removeAll() throws(BrickError) {
-        try remove(where: "1", [], doing: "remove everything")
+        enqueue(.removeAll)
     }
 
     // MARK: - Inspection
@@ -232,12 +252,12 @@ public final class SQLiteResponseCache: ResponseCache {
             logger.warning("a damaged cache row was removed", metadata: ["key": "\(key)", "reason": "\(row.reason)"])
         }
         damagedRows.add(rows.count, ordering: .relaxed)
-        let ids = rows.map(\.id)
-        try? remove(where: "id IN (\(ids.map { _ in "?" }.joined(separator: ",")))", StatementArguments(ids), doing: "remove damaged rows")
+        enqueue(.removeRows(rows.map(\.id)))
     }
 
-    /// How many responses are stored.
+    /// How many responses are stored (once the pending writes are applied).
     public func count() throws(BrickError) -> Int {
+        writer.sync {}
         do {
             return try pool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM response") ?? 0 }
         } catch {
@@ -247,6 +267,7 @@ public final class SQLiteResponseCache: ResponseCache {
 
     /// The bytes the stored responses take, as the bound counts them.
     public func totalBytes() throws(BrickError) -> Int {
+        writer.sync {}
         do {
             return try pool.read { try Self.totalBytes($0) }
         } catch {

@@ -36,6 +36,8 @@ func runCacheProbe(_ arguments: [String]) throws -> Never {
             fields[.cacheControl] = "max-age=600"
             try cache.store(response(url: "http://probe/item/\(index)", body: Data("item \(index)".utf8), fields: fields))
         }
+        // On disk before another process looks (stores are written by the cache's own writer).
+        try cache.flush()
         say("stored \(count)")
     case "cache-write":
         var index = 0
@@ -48,6 +50,7 @@ func runCacheProbe(_ arguments: [String]) throws -> Never {
             fields[HTTPField.Name("X-Digest")!] = fnv1a(body)
             fields[HTTPField.Name("X-Index")!] = String(index)
             try cache.store(response(url: "http://probe/k/\(index % 50)", body: body, fields: fields))
+            try cache.flush()
             say("ack \(index)")
             index += 1
         }

@@ -1,0 +1,150 @@
+import BrickRequest
+import Dispatch
+import Foundation
+import GRDB
+import Logging
+import Synchronization
+
+/// The cache's writer of its own: every write — a stored response and its body file, a response's
+/// recency, a removal — runs on one serial queue, never on the caller's thread. A request's path
+/// (which may be a transport's thread: a `response(_:)` handler, a task going on at its safe point)
+/// then does no disk write; a slow or full disk delays only the cache.
+///
+/// Until the writer has applied them, pending stores and removals are seen by every read of this
+/// cache object (an overlay), so a response stored is found at once. Other processes see them once
+/// written (``SQLiteResponseCache/flush()`` waits for that). The backlog is bounded
+/// (``SQLiteResponseCache/maxPendingBytes``): a store that would exceed it is skipped (a cache may
+/// always decline to store) and logged.
+extension SQLiteResponseCache {
+    /// Writes not applied yet, as reads must see them.
+    struct PendingWrites {
+        /// The sequence number of the last operation enqueued.
+        var sequence: UInt64 = 0
+        /// Stores not applied, per key and variant, with their sequence numbers.
+        var stores: [CacheKey: [String: (sequence: UInt64, response: CachedResponse)]] = [:]
+        /// Keys whose removal is not applied: their rows on disk are out of date.
+        var removedKeys: [CacheKey: UInt64] = [:]
+        /// A pending `removeAll`: every row on disk is out of date.
+        var removedAll: UInt64?
+        /// The bytes the pending stores hold.
+        var bytes = 0
+        /// The first write that failed since the last ``SQLiteResponseCache/flush()``.
+        var failure: BrickError?
+    }
+
+    enum WriteOperation: Sendable {
+        case store(CachedResponse)
+        case touch([Int64], at: Double)
+        case removeRows([Int64])
+        case remove(CacheKey)
+        case removeAll
+    }
+
+    /// What reads must see of the pending writes for `key`: the stores (most recent first), and
+    /// whether the rows on disk for it are out of date.
+    func pendingView(for key: CacheKey) -> (stores: [CachedResponse], hidesDisk: Bool) {
+        pending.withLock { pending in
+            let stores = (pending.stores[key] ?? [:]).values.sorted { $0.sequence > $1.sequence }.map(\.response)
+            return (stores, pending.removedAll != nil || pending.removedKeys[key] != nil)
+        }
+    }
+
+    /// Hands `operation` to the writer; returns `false` when a store is declined (the backlog is full).
+    @discardableResult
+    func enqueue(_ operation: WriteOperation) -> Bool {
+        let sequence = pending.withLock { pending -> UInt64? in
+            switch operation {
+            case .store(let response):
+                let size = response.byteCount
+                guard pending.bytes + size <= maxPendingBytes else { return nil }
+                pending.sequence += 1
+                if let replaced = pending.stores[response.key]?[response.variant] { pending.bytes -= replaced.response.byteCount }
+                pending.stores[response.key, default: [:]][response.variant] = (pending.sequence, response)
+                pending.bytes += size
+            case .remove(let key):
+                pending.sequence += 1
+                // Superseded: the writer still applies them in order, and the removal after them.
+                for (_, entry) in pending.stores[key] ?? [:] { pending.bytes -= entry.response.byteCount }
+                pending.stores[key] = nil
+                pending.removedKeys[key] = pending.sequence
+            case .removeAll:
+                pending.sequence += 1
+                pending.stores = [:]
+                pending.bytes = 0
+                pending.removedKeys = [:]
+                pending.removedAll = pending.sequence
+            case .touch, .removeRows:
+                pending.sequence += 1
+            }
+            return pending.sequence
+        }
+        guard let sequence else {
+            logger.notice("a response was not stored: the cache's writer is behind", metadata: ["key": "\(operationKey(operation))"])
+            return false
+        }
+        writer.async { [self] in apply(operation, sequence: sequence) }
+        return true
+    }
+
+    private func operationKey(_ operation: WriteOperation) -> String {
+        if case .store(let response) = operation { return response.key.description }
+        return ""
+    }
+
+    /// On the writer's queue.
+    private func apply(_ operation: WriteOperation, sequence: UInt64) {
+        do throws(BrickError) {
+            switch operation {
+            case .store(let response): try write(response)
+            case .touch(let ids, let now): try touch(ids, at: now)
+            case .removeRows(let ids):
+                try remove(where: "id IN (\(ids.map { _ in "?" }.joined(separator: ",")))", StatementArguments(ids), doing: "remove damaged rows")
+            case .remove(let key): try remove(where: "cacheKey = ?", [key.description], doing: "remove \(key)")
+            case .removeAll: try remove(where: "1", [], doing: "remove everything")
+            }
+        } catch {
+            logger.warning("the response cache could not write", metadata: ["error": "\(error)"])
+            pending.withLock { if $0.failure == nil { $0.failure = error } }
+        }
+        pending.withLock { pending in
+            switch operation {
+            case .store(let response):
+                if let entry = pending.stores[response.key]?[response.variant], entry.sequence == sequence {
+                    pending.stores[response.key]?[response.variant] = nil
+                    if pending.stores[response.key]?.isEmpty == true { pending.stores[response.key] = nil }
+                    pending.bytes -= entry.response.byteCount
+                }
+            case .remove(let key):
+                if pending.removedKeys[key] == sequence { pending.removedKeys[key] = nil }
+            case .removeAll:
+                if pending.removedAll == sequence { pending.removedAll = nil }
+            case .touch, .removeRows:
+                break
+            }
+        }
+    }
+
+    /// Records that rows were used (recency is a hint: a failure only costs eviction order).
+    private func touch(_ ids: [Int64], at now: Double) throws(BrickError) {
+        do {
+            try pool.write { db in
+                for id in ids {
+                    try db.execute(sql: "UPDATE response SET lastAccess = ? WHERE id = ?", arguments: [now, id])
+                }
+            }
+        } catch {
+            throw Self.storageError(error, doing: "record recency")
+        }
+    }
+
+    /// Waits until every write handed to the writer so far is on disk (for another process, or
+    /// before looking at the files); throws the first write that failed since the last flush.
+    ///
+    /// - Throws: ``BrickRequest/BrickError`` (``BrickRequest/BrickError/Code/storage``).
+    public func flush() throws(BrickError) {
+        writer.sync {}
+        if let failure = pending.withLock({ pending in defer { pending.failure = nil }; return pending.failure }) {
+            throw failure
+        }
+    }
+}
