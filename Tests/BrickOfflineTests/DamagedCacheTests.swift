@@ -9,10 +9,6 @@ import Testing
 /// hit or a miss, never a trap, and nothing outside the cache is read or deleted.
 @Suite("The response cache against damaged rows and files", .timeLimit(.minutes(2)))
 struct DamagedCacheTests {
-    enum Damage: String, CaseIterable, Sendable {
-        case wrongType, null, invalidUTF8
-    }
-
     /// Every column of `response` but `id` (an INTEGER PRIMARY KEY: SQLite refuses other values),
     /// and the two bookkeeping values.
     static let columns: [(table: String, name: String, kind: String)] = [
@@ -26,19 +22,6 @@ struct DamagedCacheTests {
 
     static let cases: [(String, String, String, Damage)] = columns.flatMap { column in
         Damage.allCases.map { (column.table, column.name, column.kind, $0) }
-    }
-
-    static func value(kind: String, damage: Damage) -> String {
-        switch damage {
-        case .null: return "NULL"
-        case .invalidUTF8: return "CAST(x'C328FFFE' AS TEXT)"
-        case .wrongType:
-            switch kind {
-            case "text": return "x'00FF10'"
-            case "blob": return "42"
-            default: return "'not a number'"
-            }
-        }
     }
 
     /// The table again without its NOT NULL constraints (as a foreign build could have made it).
@@ -78,7 +61,7 @@ struct DamagedCacheTests {
                 try cache.store(stored(url, bytes: 64))
                 try cache.flush()
             }
-            let value = Self.value(kind: kind, damage: damage)
+            let value = damage.sql(forColumnOf: kind)
             let condition = table == "meta" ? "WHERE name = 'version'" : ""
             try execute(in: directory, (damage == .null ? Self.loosen(table) : "") + "UPDATE \(table) SET \(column) = \(value) \(condition);")
             let cache = try SQLiteResponseCache(name: "damaged", directory: directory, fileThreshold: 8)

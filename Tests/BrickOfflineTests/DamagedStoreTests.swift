@@ -11,10 +11,6 @@ import Testing
 /// and the rest of the queue is delivered.
 @Suite("The offline store against damaged rows", .timeLimit(.minutes(2)))
 struct DamagedStoreTests {
-    enum Damage: String, CaseIterable, Sendable {
-        case wrongType, null, invalidUTF8
-    }
-
     /// Every column but `sequence` (an INTEGER PRIMARY KEY: SQLite itself refuses any other value).
     static let columns: [(name: String, kind: String)] = [
         ("id", "text"), ("queue", "text"), ("payload", "blob"), ("idempotencyKey", "text"), ("dedupeKey", "text"),
@@ -26,20 +22,6 @@ struct DamagedStoreTests {
 
     static let cases: [(String, String, Damage)] = columns.flatMap { column in
         Damage.allCases.map { (column.name, column.kind, $0) }
-    }
-
-    /// The SQL value that damages a column of this kind this way.
-    static func value(kind: String, damage: Damage) -> String {
-        switch damage {
-        case .null: return "NULL"
-        case .invalidUTF8: return "CAST(x'C328FFFE' AS TEXT)"
-        case .wrongType:
-            switch kind {
-            case "text": return "x'00FF10'"  // a blob: TEXT affinity would turn a number into text
-            case "blob": return "42"
-            default: return "'not a number'"
-            }
-        }
     }
 
     /// The table again without its NOT NULL constraints, its rows copied over.
@@ -89,7 +71,7 @@ struct DamagedStoreTests {
             let (store, first, second) = try await damagedStore(
                 in: directory,
                 column: column,
-                sql: Self.value(kind: kind, damage: damage)
+                sql: damage.sql(forColumnOf: kind)
             )
             // Everything a queue asks of its store, none of which may trap.
             _ = try await store.count(queue: "q")
