@@ -56,25 +56,22 @@ final class ManagerCore: Sendable {
     var owner: WeakManager { ownerBox.withLock { $0 } }
     private let state = Lock(State())
     private let signal = LoopSignal()
-    private let origin = Date()
+    /// The loop's clock: the session's, so a `ManualClock` drives time limits and pauses in tests.
+    private let time: LoopTime
     private var leaseDuration: Duration { settings.withLock { $0.leaseDuration } }
 
     init(name: String, store: any OfflineStore, session: Session) {
         self.name = name
         self.store = store
         self.session = session
+        self.time = LoopTime(clock: session.clock)
     }
 
-    func now() -> Date { origin.addingTimeInterval(session.clock.elapsed().seconds) }
+    func now() -> Date { time.now() }
 
+    /// Runs a store call, turning its failure into a ``BrickError`` with code `storage`.
     func storeCall<T: Sendable>(_ call: @Sendable (any OfflineStore, String) async throws -> T) async throws(BrickError) -> T {
-        do {
-            return try await call(store, name)
-        } catch let error as BrickError {
-            throw error
-        } catch {
-            throw BrickError(.storage, message: "offline request manager \(name): \(error)", underlying: error)
-        }
+        try await BrickOffline.storeCall(store, queue: name, caller: "offline request manager \(name)", call)
     }
 
     // MARK: - Types and payloads
@@ -327,13 +324,15 @@ final class ManagerCore: Sendable {
     }
 
     private func sleep(until date: Date?) async {
-        await signal.sleep(until: date?.elapsed(since: origin), on: session.clock)
+        await signal.sleep(until: date, time: time)
     }
 
     // MARK: - One attempt
 
     private func begin(_ entry: OfflineEntry) async {
-        guard let lease = entry.lease?.token else { return }
+        // A manager that was dropped (or shut down) starts nothing: its delegate could not be asked.
+        // The lease lapses, or is voided when the store opens again.
+        guard let lease = entry.lease?.token, !isStopped, owner.value != nil else { return }
         // Already running here (its lease lapsed and the loop leased it again): never a second
         // attempt; the running one adopts the new lease.
         let alreadyRunning = state.withLock { state -> Bool in

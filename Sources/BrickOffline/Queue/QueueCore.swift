@@ -28,9 +28,8 @@ final class QueueCore: Sendable {
     let sensitiveHeaders: Set<String>
     /// How long an attempt holds its entry before another worker may take it (extended while it runs).
     let leaseDuration: Duration = .seconds(300)
-    /// The wall-clock date the session's clock started at: `now()` is this plus its elapsed time,
-    /// so a `ManualClock` drives pauses in tests.
-    private let origin = Date()
+    /// The loop's clock: the session's, so a `ManualClock` drives pauses in tests.
+    private let time: LoopTime
     private let state = Lock(State())
     private let signal = LoopSignal()
     private let events = EventBroadcaster<OfflineQueueEvent>()
@@ -49,11 +48,10 @@ final class QueueCore: Sendable {
         self.retryInterval = retryInterval
         self.authenticator = authenticator
         self.sensitiveHeaders = sensitiveHeaders
+        self.time = LoopTime(clock: session.clock)
     }
 
-    func now() -> Date {
-        origin.addingTimeInterval(session.clock.elapsed().seconds)
-    }
+    func now() -> Date { time.now() }
 
     // MARK: - Store calls
 
@@ -61,13 +59,7 @@ final class QueueCore: Sendable {
     func storeCall<T: Sendable>(
         _ call: @Sendable (any OfflineStore, String) async throws -> T
     ) async throws(BrickError) -> T {
-        do {
-            return try await call(store, name)
-        } catch let error as BrickError {
-            throw error
-        } catch {
-            throw BrickError(.storage, message: "offline queue \(name): \(error)", underlying: error)
-        }
+        try await BrickOffline.storeCall(store, queue: name, caller: "offline queue \(name)", call)
     }
 
     // MARK: - Adding
@@ -169,7 +161,7 @@ final class QueueCore: Sendable {
 
     /// Waits for a wake-up (an add, `startProcessing`, a reachability change) or until `date`.
     private func sleep(until date: Date?) async {
-        await signal.sleep(until: date?.elapsed(since: origin), on: session.clock)
+        await signal.sleep(until: date, time: time)
     }
 
     /// When reachability changes, paused entries are looked at at once, not at the end of their pause.

@@ -114,3 +114,38 @@ extension Date {
         .seconds(min(timeIntervalSince(origin), 1e12))
     }
 }
+
+/// A processing loop's wall clock: the date its session's clock started at plus that clock's
+/// elapsed time, so that a test's `ManualClock` drives pauses, schedules and time limits.
+struct LoopTime: Sendable {
+    let origin = Date()
+    let clock: SessionClock
+
+    /// The current date, as the loop reckons it.
+    func now() -> Date { origin.addingTimeInterval(clock.elapsed().seconds) }
+}
+
+extension LoopSignal {
+    /// Sleeps until woken, or until `date` (`nil`: no deadline) on the loop's clock.
+    func sleep(until date: Date?, time: LoopTime) async {
+        await sleep(until: date?.elapsed(since: time.origin), on: time.clock)
+    }
+}
+
+/// Runs a call on `store` for queue `name`, turning its failure into a ``BrickError`` with code
+/// `storage` that names the caller (`"offline queue uploads"`): what the queue's and the manager's
+/// public methods throw.
+func storeCall<T: Sendable>(
+    _ store: any OfflineStore,
+    queue name: String,
+    caller: String,
+    _ call: @Sendable (any OfflineStore, String) async throws -> T
+) async throws(BrickError) -> T {
+    do {
+        return try await call(store, name)
+    } catch let error as BrickError {
+        throw error
+    } catch {
+        throw BrickError(.storage, message: "\(caller): \(error)", underlying: error)
+    }
+}
