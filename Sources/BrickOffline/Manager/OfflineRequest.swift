@@ -89,6 +89,9 @@ public struct OfflineRequestTimeout: Error, Sendable, CustomStringConvertible {
     public let code = -1
     /// "Offline Request Timed Out".
     public var description: String { "Offline Request Timed Out" }
+
+    /// The error, as the manager makes it (for tests and decisions of one's own).
+    package init() {}
 }
 
 /// Decides what an ``OfflineRequestManager`` does; every method has a default.
