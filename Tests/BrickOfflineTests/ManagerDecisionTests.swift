@@ -1,6 +1,8 @@
 import BrickOffline
 import BrickRequest
+import BrickTesting
 import Foundation
+import Synchronization
 import Testing
 
 /// The manager's decision after an attempt, as a table, without I/O.
@@ -50,5 +52,63 @@ struct ManagerDecisionTests {
         let outcome: Result<Void, any Error> = row.error.map { .failure($0) } ?? .success(())
         let decision = ManagerDecision.decide(outcome, now: Self.now, submissionInterval: Self.interval) { _ in row.asksAgain }
         #expect(decision == row.expected)
+    }
+}
+
+/// A store that fails one operation on demand, around a real one on disk.
+final class FailingStore: OfflineStore {
+    let inner: SQLiteOfflineStore
+    let failsComplete = Lock(false)
+    init(_ inner: SQLiteOfflineStore) { self.inner = inner }
+    struct Refused: Error, CustomStringConvertible { var description: String { "refused by the test" } }
+
+    func add(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy) async throws -> [OfflineEntry.ID] { try await inner.add(drafts, dedupe: dedupe) }
+    func lease(queue: String, limit: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] { try await inner.lease(queue: queue, limit: limit, now: now, for: duration) }
+    func leaseHead(queue: String, now: Date, for duration: Duration) async throws -> OfflineEntry? { try await inner.leaseHead(queue: queue, now: now, for: duration) }
+    func replacePending(queue: String, ids: [OfflineEntry.ID], with drafts: [OfflineEntry.Draft]) async throws -> Bool { try await inner.replacePending(queue: queue, ids: ids, with: drafts) }
+    func setAside(_ ids: [OfflineEntry.ID], reason: String, now: Date) async throws { try await inner.setAside(ids, reason: reason, now: now) }
+    func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool { try await inner.extend(id, lease: lease, until: expiry) }
+    func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool {
+        if failsComplete.withLock({ $0 }) { throw Refused() }
+        return try await inner.complete(id, lease: lease)
+    }
+    func reschedule(_ id: OfflineEntry.ID, lease: UUID, notBefore: Date, attempt: OfflineEntry.AttemptRecord, countsAttempt: Bool) async throws -> Bool {
+        try await inner.reschedule(id, lease: lease, notBefore: notBefore, attempt: attempt, countsAttempt: countsAttempt)
+    }
+    func bury(_ id: OfflineEntry.ID, lease: UUID, reason: String, attempt: OfflineEntry.AttemptRecord?, countsAttempt: Bool) async throws -> Bool {
+        try await inner.bury(id, lease: lease, reason: reason, attempt: attempt, countsAttempt: countsAttempt)
+    }
+    func clearPauses(queue: String, now: Date) async throws { try await inner.clearPauses(queue: queue, now: now) }
+    func nextDue(queue: String) async throws -> Date? { try await inner.nextDue(queue: queue) }
+    func count(queue: String) async throws -> Int { try await inner.count(queue: queue) }
+    func list(queue: String) async throws -> [OfflineEntry] { try await inner.list(queue: queue) }
+    func deadLetters(queue: String) async throws -> [OfflineEntry] { try await inner.deadLetters(queue: queue) }
+    func retryDeadLetter(_ id: OfflineEntry.ID, now: Date) async throws { try await inner.retryDeadLetter(id, now: now) }
+    func remove(_ id: OfflineEntry.ID) async throws { try await inner.remove(id) }
+    func removeAll(queue: String) async throws { try await inner.removeAll(queue: queue) }
+}
+
+@Suite("The manager reports what its store refuses", .timeLimit(.minutes(1)))
+struct ManagerStoreFailureTests {
+    @Test("a store that fails to remove a finished request: storeFailed is reported, with what failed")
+    func completeFails() async throws {
+        try await withDirectory { directory in
+            MockRequest.board = MockBoard()
+            let store = FailingStore(try SQLiteOfflineStore(name: "failing", directory: directory))
+            store.failsComplete.withLock { $0 = true }
+            let manager = OfflineRequestManager(name: "failing", store: store, session: Session(reachability: ManualReachability()))
+            let events = manager.events
+            manager.register(MockRequest.self)
+            try await manager.queueRequest(MockRequest(name: "done"))
+            var failure: String?
+            for await event in events {
+                if case .storeFailed(let text) = event {
+                    failure = text
+                    break
+                }
+            }
+            #expect(failure?.contains("cannot remove a finished request") == true, "\(failure ?? "none")")
+            #expect(failure?.contains("refused by the test") == true)
+        }
     }
 }
