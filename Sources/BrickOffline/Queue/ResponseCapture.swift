@@ -50,11 +50,12 @@ final class ResponseCapture: Sendable {
         )
     }
 
-    /// The transport's response with the kept body.
+    /// The transport's response with the kept body (a transport that ignores the stream, such as a
+    /// test double, keeps its own body).
     func response(from response: TransportResponse) -> TransportResponse {
+        guard response.body == nil else { return response }
         var completed = response
-        let body = shared.state.withLock { $0.head == nil ? nil : $0.body }
-        completed.body = body ?? Data()
+        completed.body = shared.state.withLock { $0.body }
         return completed
     }
 
