@@ -42,12 +42,13 @@ func withServer<T>(_ body: (BrickTestServer) async throws -> T) async throws -> 
     }
 }
 
-/// Waits until `condition` holds, for at most 10 s of real time.
+/// Waits until `condition` holds, for at most 30 s of real time (room for a sanitizer's slowdown
+/// or a loaded machine; a condition that never holds still fails).
 func eventually(_ condition: () async -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async {
-    let deadline = ContinuousClock.now + .seconds(10)
+    let deadline = ContinuousClock.now + .seconds(30)
     while !(await condition()) {
         if ContinuousClock.now > deadline {
-            Issue.record("condition still false after 10 s", sourceLocation: sourceLocation)
+            Issue.record("condition still false after 30 s", sourceLocation: sourceLocation)
             return
         }
         try? await Task.sleep(for: .milliseconds(5))

@@ -88,7 +88,7 @@ final class Delivered<Value: Sendable>: Sendable {
     var count: Int { values.withLock { $0.count } }
     var all: [Value] { values.withLock { $0 } }
 
-    func first(timeout: Duration = .seconds(10)) async throws -> Value {
+    func first(timeout: Duration = .seconds(30)) async throws -> Value {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let value = values.withLock({ $0.first }) { return value }
