@@ -30,6 +30,9 @@ extension SQLiteResponseCache {
         var bytes = 0
         /// The first write that failed since the last ``SQLiteResponseCache/flush()``.
         var failure: BrickError?
+        /// Operations waiting for the writer, in order, and whether a drain is scheduled.
+        var queue: [(sequence: UInt64, operation: WriteOperation)] = []
+        var draining = false
     }
 
     enum WriteOperation: Sendable {
@@ -82,8 +85,54 @@ extension SQLiteResponseCache {
             logger.notice("a response was not stored: the cache's writer is behind", metadata: ["key": "\(operationKey(operation))"])
             return false
         }
-        writer.async { [self] in apply(operation, sequence: sequence) }
+        let schedule = pending.withLock { pending -> Bool in
+            pending.queue.append((sequence, operation))
+            defer { pending.draining = true }
+            return !pending.draining
+        }
+        if schedule { writer.async { [self] in drain() } }
         return true
+    }
+
+    /// On the writer: applies every operation waiting, in order; consecutive stores share one
+    /// transaction and one commit.
+    private func drain() {
+        while true {
+            let batch = pending.withLock { pending -> [(sequence: UInt64, operation: WriteOperation)] in
+                defer { pending.queue.removeAll() }
+                if pending.queue.isEmpty { pending.draining = false }
+                return pending.queue
+            }
+            if batch.isEmpty { return }
+            var index = 0
+            while index < batch.count {
+                if case .store = batch[index].operation {
+                    var stores: [(sequence: UInt64, response: CachedResponse)] = []
+                    while index < batch.count, case .store(let response) = batch[index].operation {
+                        stores.append((batch[index].sequence, response))
+                        index += 1
+                    }
+                    applyStores(stores)
+                } else {
+                    apply(batch[index].operation, sequence: batch[index].sequence)
+                    index += 1
+                }
+            }
+        }
+    }
+
+    private func applyStores(_ stores: [(sequence: UInt64, response: CachedResponse)]) {
+        do throws(BrickError) {
+            try write(stores.map(\.response))
+        } catch {
+            record(error)
+        }
+        for store in stores { settle(.store(store.response), sequence: store.sequence) }
+    }
+
+    private func record(_ error: BrickError) {
+        logger.warning("the response cache could not write", metadata: ["error": "\(error)"])
+        pending.withLock { if $0.failure == nil { $0.failure = error } }
     }
 
     private func operationKey(_ operation: WriteOperation) -> String {
@@ -95,7 +144,7 @@ extension SQLiteResponseCache {
     private func apply(_ operation: WriteOperation, sequence: UInt64) {
         do throws(BrickError) {
             switch operation {
-            case .store(let response): try write(response)
+            case .store(let response): try write([response])
             case .touch(let ids, let now): try touch(ids, at: now)
             case .removeRows(let ids):
                 try remove(where: "id IN (\(ids.map { _ in "?" }.joined(separator: ",")))", StatementArguments(ids), doing: "remove damaged rows")
@@ -103,9 +152,13 @@ extension SQLiteResponseCache {
             case .removeAll: try remove(where: "1", [], doing: "remove everything")
             }
         } catch {
-            logger.warning("the response cache could not write", metadata: ["error": "\(error)"])
-            pending.withLock { if $0.failure == nil { $0.failure = error } }
+            record(error)
         }
+        settle(operation, sequence: sequence)
+    }
+
+    /// After the writer applied `operation`: reads no longer need the overlay for it.
+    private func settle(_ operation: WriteOperation, sequence: UInt64) {
         pending.withLock { pending in
             switch operation {
             case .store(let response):

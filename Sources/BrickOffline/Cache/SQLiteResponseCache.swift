@@ -184,48 +184,62 @@ public final class SQLiteResponseCache: ResponseCache {
         enqueue(.store(response))
     }
 
-    /// Writes a stored response: its body file (when large), its row, the eviction. On the writer.
-    func write(_ response: CachedResponse) throws(BrickError) {
-        let size = response.byteCount
-        var bodyFile: String? = nil
-        var digest: Int64? = nil
-        if response.body.count > fileThreshold {
-            bodyFile = try writeBodyFile(response.body)
-            digest = Self.digest(response.body)
+    /// Writes stored responses — their body files (when large), their rows and one eviction — in one
+    /// transaction and one commit. On the writer.
+    func write(_ responses: [CachedResponse]) throws(BrickError) {
+        var bodyFiles: [String?] = []
+        var digests: [Int64?] = []
+        do throws(BrickError) {
+            for response in responses {
+                if response.body.count > fileThreshold {
+                    bodyFiles.append(try writeBodyFile(response.body))
+                    digests.append(Self.digest(response.body))
+                } else {
+                    bodyFiles.append(nil)
+                    digests.append(nil)
+                }
+            }
+        } catch {
+            for case let file? in bodyFiles { unlink(bodiesDirectory + "/" + file) }
+            throw error
         }
         let now = Date().timeIntervalSince1970
         let maxBytes = self.maxBytes
+        let files = bodyFiles
+        let sums = digests
         let removedFiles: [String]
         do {
             removedFiles = try pool.write { db -> [String] in
                 var removed: [String] = []
-                removed += Self.deletableFiles(
-                    try Row.fetchAll(
-                        db,
-                        sql: "SELECT bodyFile FROM response WHERE cacheKey = ? AND variant = ?",
-                        arguments: [response.key.description, response.variant]
+                for (index, response) in responses.enumerated() {
+                    removed += Self.deletableFiles(
+                        try Row.fetchAll(
+                            db,
+                            sql: "SELECT bodyFile FROM response WHERE cacheKey = ? AND variant = ?",
+                            arguments: [response.key.description, response.variant]
+                        )
                     )
-                )
-                try db.execute(
-                    sql: """
-                        INSERT OR REPLACE INTO response
-                            (cacheKey, variant, status, headers, body, bodyFile, bodyDigest, bodySize, url,
-                             requestTime, responseTime, storedAt, size, lastAccess)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        """,
-                    arguments: [
-                        response.key.description, response.variant, response.status, Data(response.rawHeaders),
-                        bodyFile == nil ? response.body : nil, bodyFile, digest, response.body.count, response.url,
-                        response.requestTime.timeIntervalSince1970, response.responseTime.timeIntervalSince1970,
-                        now, size, now,
-                    ]
-                )
+                    try db.execute(
+                        sql: """
+                            INSERT OR REPLACE INTO response
+                                (cacheKey, variant, status, headers, body, bodyFile, bodyDigest, bodySize, url,
+                                 requestTime, responseTime, storedAt, size, lastAccess)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            """,
+                        arguments: [
+                            response.key.description, response.variant, response.status, Data(response.rawHeaders),
+                            files[index] == nil ? response.body : nil, files[index], sums[index], response.body.count,
+                            response.url, response.requestTime.timeIntervalSince1970,
+                            response.responseTime.timeIntervalSince1970, now, response.byteCount, now,
+                        ]
+                    )
+                }
                 removed += try Self.evict(db, toFit: maxBytes)
                 return removed
             }
         } catch {
-            if let bodyFile { unlink(bodiesDirectory + "/" + bodyFile) }
-            throw Self.storageError(error, doing: "store \(response.key)")
+            for case let file? in bodyFiles { unlink(bodiesDirectory + "/" + file) }
+            throw Self.storageError(error, doing: "store \(responses.count) responses")
         }
         for file in removedFiles { unlink(bodiesDirectory + "/" + file) }
     }
