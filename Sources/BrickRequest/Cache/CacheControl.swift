@@ -1,4 +1,4 @@
-public import HTTPTypes
+import HTTPTypes
 
 /// The `Cache-Control` directives of a request or a response (RFC 9111 §5.2), parsed once.
 ///
@@ -6,54 +6,54 @@ public import HTTPTypes
 /// taken in its most cautious reading: an invalid `max-age` makes the response stale
 /// (RFC 9111 §4.2.1). Qualified `no-cache="Set-Cookie"` and `private="…"` are taken unqualified,
 /// which a private cache may do.
-public struct CacheControl: Sendable, Hashable {
+package struct CacheControl: Sendable, Hashable {
     /// `max-age`: the freshness lifetime (response) or the oldest acceptable age (request).
-    public var maxAge: Duration?
+    package var maxAge: Duration?
     /// `s-maxage`: for shared caches; read, and ignored by this private cache except that it lets a
     /// response to an authorized request be stored (RFC 9111 §3.5).
-    public var sharedMaxAge: Duration?
+    package var sharedMaxAge: Duration?
     /// `no-store`: nothing of this exchange may be stored.
-    public var noStore = false
+    package var noStore = false
     /// `no-cache`: a stored response must be revalidated before each use.
-    public var noCache = false
+    package var noCache = false
     /// `must-revalidate`: once stale, the response must not be used without revalidation, not even
     /// when the server cannot be reached.
-    public var mustRevalidate = false
+    package var mustRevalidate = false
     /// `public`.
-    public var isPublic = false
+    package var isPublic = false
     /// `private`: for a private cache such as this one, no restriction.
-    public var isPrivate = false
+    package var isPrivate = false
     /// `immutable` (RFC 8246): the response will not change while fresh.
-    public var immutable = false
+    package var immutable = false
     /// `stale-while-revalidate` (RFC 5861): how long after it turns stale the response may be used
     /// while it is revalidated in the background.
-    public var staleWhileRevalidate: Duration?
+    package var staleWhileRevalidate: Duration?
     /// `stale-if-error` (RFC 5861): how long after it turns stale the response may be used when
     /// revalidation fails (no network, a 5xx).
-    public var staleIfError: Duration?
+    package var staleIfError: Duration?
     /// `max-stale` (request): a stale response is acceptable, up to this much past its lifetime;
     /// ``unlimited`` when given without a value (any staleness).
-    public var maxStale: Duration?
+    package var maxStale: Duration?
     /// `min-fresh` (request): the response must stay fresh at least this much longer.
-    public var minFresh: Duration?
+    package var minFresh: Duration?
     /// `only-if-cached` (request): answer from the cache or fail with `504`-like ``BrickError/Code/notCached``.
-    public var onlyIfCached = false
+    package var onlyIfCached = false
     /// Whether a directive's argument could not be read (`max-age=soon`, `max-age` twice with
     /// different values): such a response is treated as stale.
-    public var hasInvalidFreshness = false
+    package var hasInvalidFreshness = false
 
     /// No directives.
-    public init() {}
+    package init() {}
 
     /// The duration that stands for "no limit" (`max-stale` without a value): 2^40 seconds, large
     /// enough for any age and small enough for `Duration` arithmetic.
-    public static let unlimited = Duration.seconds(Int64(1) << 40)
+    package static let unlimited = Duration.seconds(Int64(1) << 40)
 
     /// The directives of every `Cache-Control` field in `fields`; with none, a request's
     /// `Pragma: no-cache` (RFC 9111 §5.4) reads as `no-cache`.
     ///
     /// - Parameter fields: Request or response header fields.
-    public init(_ fields: HTTPFields) {
+    package init(_ fields: HTTPFields) {
         var sawCacheControl = false
         for field in fields where field.name == .cacheControl {
             sawCacheControl = true

@@ -67,8 +67,8 @@ extension CurlTransport {
         /// How many idle easy handles are kept for reuse once no transfer is in flight. Default 64.
         /// While transfers run, every handle is kept for the next ones (so a burst of concurrent
         /// requests does not create and destroy handles); the surplus is freed when the last
-        /// transfer ends.
-        public var maxIdleHandles: Int = 64
+        /// transfer ends. (For tests of handle reuse; the default serves every workload measured.)
+        package var maxIdleHandles: Int = 64
         /// How long the driver thread stays awake for a follow-up request after it has handed
         /// completions to other threads and has nothing left in flight. Default `.zero` (off).
         ///
@@ -79,6 +79,8 @@ extension CurlTransport {
         /// woken thread may need: with few cores it costs more than the wakeup it saves (the
         /// README's performance section has the figures). Worth trying only with cores to spare;
         /// at most 1 s.
+        ///
+        /// Advanced: a tuning knob for benchmarks and machines with cores to spare.
         public var handOffSpin: Duration = .zero
         /// How long work run on the driver's thread may hold up its I/O before a standby thread
         /// takes the I/O over. Default 5 ms.
