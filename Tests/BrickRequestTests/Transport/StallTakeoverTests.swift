@@ -167,7 +167,7 @@ struct StallTakeoverTests {
 }
 
 extension StallTakeoverTests {
-    @Test("work queued behind a long one still runs when the transport shuts down meanwhile")
+    @Test("work queued behind a long one runs at once on the new leader, and the transport still shuts down cleanly")
     func workAfterShutdown() async throws {
         try await withServer { server in
             var transport: CurlTransport? = CurlTransport()
@@ -177,18 +177,20 @@ extension StallTakeoverTests {
             let scheduled = DispatchSemaphore(value: 0)
             _ = transport?.start(try get(server.baseURL + "/bytes/8")) { _ in
                 guard let transport = weakTransport else { return }
-                // The first piece of work blocks until released; the second waits behind it.
+                // The first piece of work blocks until released; the second is queued behind it.
                 #expect(transport.scheduleOnTransportThread { release.wait() })
                 #expect(transport.scheduleOnTransportThread { laterRan.signal() })
                 scheduled.signal()
             }
             #expect(await signalled(scheduled))
-            while (transport?.stallTakeoverCount ?? 0) == 0 { try await Task.sleep(for: .milliseconds(1)) }
-            // The standby leads now; let it end the loop, then let the blocked work return.
-            transport = nil
-            try await Task.sleep(for: .milliseconds(100))
-            release.signal()
+            // The standby takes the I/O over, and with it the work not started yet: the second
+            // piece runs while the first still blocks.
             #expect(await signalled(laterRan))
+            #expect((transport?.stallTakeoverCount ?? 0) >= 1)
+            // The transport goes away while the first piece still blocks; then it returns.
+            transport = nil
+            release.signal()
+            await eventually { weakTransport == nil }
         }
     }
 }
