@@ -94,8 +94,11 @@ struct DeliveryDecisionTests {
     func sameRuleEverywhere(kind: TransportError.Kind) {
         let rule = NetworkFailure.of(kind)
         let error = TransportError(kind, message: "test")
-        #expect((FailureClass.of(error) == .network) == rule.isNetwork)
-        #expect((FailureClass.of(BrickError.transport(error)) == .network) == rule.isNetwork)
+        // The manager keeps exactly the network-class failures, raw or wrapped in a BrickError.
+        for failure in [error as any Error, BrickError.transport(error)] {
+            let decision = ManagerDecision.decide(.failure(failure), now: Self.now, submissionInterval: Self.interval) { _ in false }
+            if case .keep = decision { #expect(rule.isNetwork) } else { #expect(!rule.isNetwork) }
+        }
         let decision = DeliveryDecision.decide(
             .transport(kind), attemptsBefore: 0, maxAttempts: nil, expiresAt: nil, now: Self.now, retryInterval: Self.interval
         )

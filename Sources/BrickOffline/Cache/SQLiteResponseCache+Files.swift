@@ -128,8 +128,6 @@ extension SQLiteResponseCache {
                 try db.execute(sql: "DELETE FROM response WHERE id = ?", arguments: [victim["id"] as? Int64])
                 total -= Int(clamping: (try? StoredColumn(victim, "size").integer()) ?? 0)
             }
-            // The running total may be off in a damaged file: recount once rather than loop.
-            if total > maxBytes, try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM response") == 0 { break }
         }
         return files
     }

@@ -55,11 +55,11 @@ extension SQLiteResponseCache {
     /// Hands `operation` to the writer; returns `false` when a store is declined (the backlog is full).
     @discardableResult
     func enqueue(_ operation: WriteOperation) -> Bool {
-        let sequence = pending.withLock { pending -> UInt64? in
+        let accepted = pending.withLock { pending -> (schedulesDrain: Bool, declined: Bool) in
             switch operation {
             case .store(let response):
                 let size = response.byteCount
-                guard pending.bytes + size <= maxPendingBytes else { return nil }
+                guard pending.bytes + size <= maxPendingBytes else { return (false, true) }
                 pending.sequence += 1
                 if let replaced = pending.stores[response.key]?[response.variant] { pending.bytes -= replaced.response.byteCount }
                 pending.stores[response.key, default: [:]][response.variant] = (pending.sequence, response)
@@ -79,18 +79,17 @@ extension SQLiteResponseCache {
             case .touch, .removeRows:
                 pending.sequence += 1
             }
-            return pending.sequence
+            pending.queue.append((pending.sequence, operation))
+            defer { pending.draining = true }
+            return (!pending.draining, false)
         }
-        guard let sequence else {
-            logger.notice("a response was not stored: the cache's writer is behind", metadata: ["key": "\(operationKey(operation))"])
+        if accepted.declined {
+            if case .store(let response) = operation {
+                logger.notice("a response was not stored: the cache's writer is behind", metadata: ["key": "\(response.key)"])
+            }
             return false
         }
-        let schedule = pending.withLock { pending -> Bool in
-            pending.queue.append((sequence, operation))
-            defer { pending.draining = true }
-            return !pending.draining
-        }
-        if schedule { writer.async { [self] in drain() } }
+        if accepted.schedulesDrain { writer.async { [self] in drain() } }
         return true
     }
 
@@ -104,24 +103,22 @@ extension SQLiteResponseCache {
                 return pending.queue
             }
             if batch.isEmpty { return }
-            var index = 0
-            while index < batch.count {
-                if case .store = batch[index].operation {
-                    var stores: [(sequence: UInt64, response: CachedResponse)] = []
-                    while index < batch.count, case .store(let response) = batch[index].operation {
-                        stores.append((batch[index].sequence, response))
-                        index += 1
-                    }
-                    applyStores(stores)
+            var stores: [(sequence: UInt64, response: CachedResponse)] = []
+            for (sequence, operation) in batch {
+                if case .store(let response) = operation {
+                    stores.append((sequence, response))
                 } else {
-                    apply(batch[index].operation, sequence: batch[index].sequence)
-                    index += 1
+                    applyStores(stores)
+                    stores = []
+                    apply(operation, sequence: sequence)
                 }
             }
+            applyStores(stores)
         }
     }
 
     private func applyStores(_ stores: [(sequence: UInt64, response: CachedResponse)]) {
+        guard !stores.isEmpty else { return }
         do throws(BrickError) {
             try write(stores.map(\.response))
         } catch {
@@ -135,12 +132,7 @@ extension SQLiteResponseCache {
         pending.withLock { if $0.failure == nil { $0.failure = error } }
     }
 
-    private func operationKey(_ operation: WriteOperation) -> String {
-        if case .store(let response) = operation { return response.key.description }
-        return ""
-    }
-
-    /// On the writer's queue.
+    /// On the writer's queue: one operation other than a store (stores go by ``applyStores(_:)``).
     private func apply(_ operation: WriteOperation, sequence: UInt64) {
         do throws(BrickError) {
             switch operation {

@@ -86,12 +86,7 @@ final class ManagerCore: Sendable {
     func register<Request: OfflineRequest>(_ type: Request.Type, starting: Bool) {
         state.withLock { $0.decoders[Request.kind] = { try JSONDecoder().decode(Request.self, from: $0) } }
         guard starting else { return }
-        Task { [self] in
-            await storeWrite("make the requests waiting for \(Request.kind) due") { store, queue in
-                try await store.clearPauses(queue: queue, now: self.now())
-            }
-            wake()
-        }
+        Task { [self] in await makePausedDue() }
         start()
     }
 
@@ -133,10 +128,10 @@ final class ManagerCore: Sendable {
 
     // MARK: - Store writes
 
-    /// A store write whose failure is reported (logged, and a ``OfflineRequestEvent/storeFailed(_:)``
-    /// event), never dropped; returns the write's result, `nil` when it failed.
+    /// A store call whose failure is reported (logged, and a ``OfflineRequestEvent/storeFailed(_:)``
+    /// event), never dropped; returns the call's result, `nil` when it failed.
     @discardableResult
-    func storeWrite<T: Sendable>(
+    func reporting<T: Sendable>(
         _ what: String,
         _ call: @Sendable (any OfflineStore, String) async throws -> T
     ) async -> T? {
@@ -150,9 +145,19 @@ final class ManagerCore: Sendable {
 
     /// A write under a lease: `false` from the store means the lease was lost, which is reported.
     private func leasedWrite(_ what: String, _ id: OfflineEntry.ID, _ call: @Sendable (any OfflineStore) async throws -> Bool) async {
-        let held = await storeWrite(what) { store, _ in try await call(store) }
+        let held = await reporting(what) { store, _ in try await call(store) }
         if held == false { report("cannot \(what) \(id): its lease was lost (it was leased again meanwhile)") }
     }
+
+    /// Makes every paused request due now (kept ones, vetoed ones, those waiting for their type)
+    /// and wakes the loop: when reachability changes, or a type is registered.
+    private func makePausedDue() async {
+        await reporting("make the paused requests due") { store, queue in try await store.clearPauses(queue: queue, now: self.now()) }
+        wake()
+    }
+
+    /// How long a stored request of a kind not registered yet is paused; `register` ends it at once.
+    private static let unregisteredPause: Duration = .seconds(3600)
 
     private func report(_ failure: String) {
         session.logger.error("offline store failed", metadata: ["manager": "\(name)", "error": "\(failure)"])
@@ -236,7 +241,7 @@ final class ManagerCore: Sendable {
     /// add waits for it), so that no entry is counted twice; from then on, adds and ends count.
     private func loadOutstanding() async {
         guard !state.withLock({ $0.outstandingLoaded }) else { return }
-        let count = await storeWrite("count the stored requests") { store, queue in try await store.count(queue: queue) } ?? 0
+        let count = await reporting("count the stored requests") { store, queue in try await store.count(queue: queue) } ?? 0
         state.withLock { state in
             guard !state.outstandingLoaded else { return }
             state.outstandingLoaded = true
@@ -259,8 +264,7 @@ final class ManagerCore: Sendable {
             for await _ in session.reachability.changes() {
                 if state.withLock({ $0.stopped }) { return }
                 events.emit(.connectivityChanged)
-                await storeWrite("make the kept requests due") { store, queue in try await store.clearPauses(queue: queue, now: self.now()) }
-                wake()
+                await makePausedDue()
             }
         }
         state.withLock { state in
@@ -314,7 +318,7 @@ final class ManagerCore: Sendable {
             if leased.isEmpty {
                 let next =
                     state.withLock({ $0.running.isEmpty })
-                    ? await storeWrite("find the next due request") { store, queue in try await store.nextDue(queue: queue) } ?? nil
+                    ? await reporting("find the next due request") { store, queue in try await store.nextDue(queue: queue) } ?? nil
                     : nil
                 await sleep(until: next)
                 continue
@@ -349,13 +353,13 @@ final class ManagerCore: Sendable {
             // Waits for its type: paused (not attempted, not counted) until `register` makes it due.
             let record = OfflineEntry.AttemptRecord(date: now(), status: nil, error: "not attempted: kind \(kind.debugDescription) is not registered")
             await leasedWrite("keep an entry of an unregistered kind", entry.id) { store in
-                try await store.reschedule(entry.id, lease: lease, notBefore: self.now().addingTimeInterval(3600), attempt: record, countsAttempt: false)
+                try await store.reschedule(
+                    entry.id, lease: lease, notBefore: self.now().addingTimeInterval(Self.unregisteredPause.seconds),
+                    attempt: record, countsAttempt: false
+                )
             }
             // Registered meanwhile: due now after all.
-            if isRegistered(kind) {
-                await storeWrite("make the requests waiting for \(kind) due") { store, queue in try await store.clearPauses(queue: queue, now: self.now()) }
-                wake()
-            }
+            if isRegistered(kind) { await makePausedDue() }
             return
         case .failure(.damaged(let reason)):
             await leasedWrite("set an unreadable request aside", entry.id) { store in
@@ -521,7 +525,7 @@ final class ManagerCore: Sendable {
 
     private func updateProgress() {
         let (changed, value) = state.withLock { state -> (Bool, Double) in
-            let value = FailureClass.progress(
+            let value = ManagerDecision.progress(
                 completed: state.completed,
                 running: state.running.values.map(\.progress),
                 outstanding: state.outstanding

@@ -41,10 +41,20 @@ package enum ManagerDecision: Sendable, Hashable {
             return .finished
         case .failure(let error) where error is OfflineRequestTimeout:
             return .fail(reason: "\(error)")
-        case .failure(let error) where FailureClass.of(error) == .network:
+        case .failure(let error) where NetworkFailure.of(error).isNetwork:
             return .keep(notBefore: now.addingTimeInterval(submissionInterval.seconds), reason: "\(error)")
         case .failure(let error):
             return resubmissionAsked(error) ? .again(reason: "\(error)") : .fail(reason: "\(error)")
         }
+    }
+}
+
+extension ManagerDecision {
+    /// Overall progress: (completed + the running requests' fractions) / (completed + outstanding),
+    /// in 0...1; 1 when nothing is outstanding.
+    package static func progress(completed: Int, running: [Double], outstanding: Int) -> Double {
+        let total = completed + outstanding
+        guard outstanding > 0 else { return 1 }
+        return min(max((Double(completed) + running.reduce(0, +)) / Double(max(1, total)), 0), 1)
     }
 }

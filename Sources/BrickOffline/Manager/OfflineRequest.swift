@@ -138,26 +138,3 @@ extension OfflineRequestManagerDelegate {
     /// Default: nothing.
     public func offlineRequestManager(_ manager: OfflineRequestManager, didUpdateProgress progress: Double) {}
 }
-
-/// How a failure of an ``OfflineRequest`` is treated: the pure part of the manager.
-package enum FailureClass: Sendable, Hashable {
-    /// No route, cannot connect, timed out, connection lost: keep the request for later.
-    case network
-    /// Anything else: final unless a hook asks for another attempt.
-    case other
-
-    /// The class of `error`: network-class when ``NetworkFailure/isNetwork`` (no route, no name,
-    /// cannot connect, timed out, connection lost — URLError's -1001, -1009, -1005 on Apple systems); the time
-    /// limit's own error is not.
-    package static func of(_ error: any Error) -> FailureClass {
-        NetworkFailure.of(error).isNetwork ? .network : .other
-    }
-
-    /// Overall progress: (completed + the running requests' fractions) / max(1, total), in 0...1;
-    /// 1 when nothing is outstanding.
-    package static func progress(completed: Int, running: [Double], outstanding: Int) -> Double {
-        let total = completed + outstanding
-        guard outstanding > 0 else { return 1 }
-        return min(max((Double(completed) + running.reduce(0, +)) / Double(max(1, total)), 0), 1)
-    }
-}

@@ -17,7 +17,7 @@ import Synchronization
 /// - **Order.** Requests start in the order queued. With a cap of 1 they run strictly one after
 ///   another: a request kept after a network failure holds back the ones behind it. With a larger
 ///   cap they overlap and finish in any order.
-/// - **Failures.** A network-class error (``FailureClass/network``) keeps the request: it is
+/// - **Failures.** A network-class error (no route, no name, cannot connect, timed out, connection lost) keeps the request: it is
 ///   attempted again after ``submissionInterval``, or at once when reachability changes. Any other
 ///   error is final — the request is set aside as a dead letter and `failed` is reported — unless
 ///   the request's ``OfflineRequest/shouldAttemptResubmission(for:)`` or the delegate's

@@ -22,15 +22,13 @@ final class ResponseCapture: Sendable {
         let state = Lock(State())
     }
 
-    private let limit: Int64
     private let shared = Shared()
     /// The destination to give the request.
     let stream: ResponseBodyStream
 
     init(limit: Int64) {
-        self.limit = max(0, limit)
         let shared = self.shared
-        let limit = self.limit
+        let limit = max(0, limit)
         stream = ResponseBodyStream(
             onResponse: { status, fields in
                 shared.state.withLock { $0 = State(head: (status, fields)) }

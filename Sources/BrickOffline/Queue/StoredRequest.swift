@@ -18,14 +18,12 @@ struct StoredRequest: Codable, Sendable, Hashable {
     var maxResponseSize: Int64?
     var followsRedirects: Bool?
 
-    /// The header fields that carry credentials: never stored.
-    static let credentialHeaders: Set<String> = CredentialFields.names
     /// The largest body an entry holds.
     static let maxBodyBytes = 16 << 20
 
     /// Snapshots `request`, refusing credentials and bodies that cannot be stored.
     init(_ request: TransportRequest, sensitiveHeaders: Set<String>) throws(BrickError) {
-        let refused = Self.credentialHeaders.union(sensitiveHeaders.map { $0.lowercased() })
+        let refused = CredentialFields.names.union(sensitiveHeaders.map { $0.lowercased() })
         var headers: [[String]] = []
         for field in request.headerFields {
             let name = field.name.canonicalName

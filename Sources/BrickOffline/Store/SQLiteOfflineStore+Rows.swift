@@ -103,27 +103,44 @@ extension SQLiteOfflineStore {
 
     /// At open: every pending row is checked once; one whose id is a UUID in another spelling
     /// (lower case) gets its canonical spelling, and one that does not hold a valid entry is set
-    /// aside with the reason. Returns how many were set aside. (Opening already reads the whole
-    /// file once, for `quick_check`.)
+    /// aside with the reason. Returns how many were set aside. The rows are read through a cursor,
+    /// one at a time (a queue may hold many large payloads), and mended after the read: the table
+    /// must not change under an open cursor. (Opening already reads the whole file once, for
+    /// `quick_check`.)
     static func repairRows(in db: Database) throws -> Int {
-        let rows = try Row.fetchAll(db, sql: "SELECT * FROM entry WHERE deadAt IS NULL OR typeof(deadAt) NOT IN ('real', 'integer')")
-        var setAsideCount = 0
-        for row in rows {
+        var respelled: [(sequence: Int64, id: String)] = []
+        var damaged: [(sequence: Int64, reason: String)] = []
+        let rows = try Row.fetchCursor(
+            db,
+            sql: "SELECT * FROM entry WHERE deadAt IS NULL OR typeof(deadAt) NOT IN ('real', 'integer')"
+        )
+        while let row = try rows.next() {
             guard let sequence = row["sequence"] as? Int64 else { continue }
-            var current = row
-            if let text = row["id"] as? String, let uuid = UUID(uuidString: text), uuid.uuidString != text,
-                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM entry WHERE id = ?)", arguments: [uuid.uuidString]) == false
-            {
-                try db.execute(sql: "UPDATE entry SET id = ? WHERE sequence = ?", arguments: [uuid.uuidString, sequence])
-                current = try Row.fetchOne(db, sql: "SELECT * FROM entry WHERE sequence = ?", arguments: [sequence]) ?? row
-            }
             do {
-                _ = try entry(current)
+                _ = try entry(row)
             } catch {
-                try setAside(current, reason: error.reason, in: db)
-                setAsideCount += 1
+                if let text = row["id"] as? String, let uuid = UUID(uuidString: text), uuid.uuidString != text {
+                    respelled.append((sequence, uuid.uuidString))
+                } else {
+                    damaged.append((sequence, error.reason))
+                }
             }
         }
-        return setAsideCount
+        for (sequence, id) in respelled {
+            let taken = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM entry WHERE id = ?)", arguments: [id]) ?? true
+            if !taken { try db.execute(sql: "UPDATE entry SET id = ? WHERE sequence = ?", arguments: [id, sequence]) }
+            // Another column may be damaged too, or the canonical id already taken.
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM entry WHERE sequence = ?", arguments: [sequence]) else { continue }
+            do {
+                _ = try entry(row)
+            } catch {
+                damaged.append((sequence, error.reason))
+            }
+        }
+        for (sequence, reason) in damaged {
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM entry WHERE sequence = ?", arguments: [sequence]) else { continue }
+            try setAside(row, reason: reason, in: db)
+        }
+        return damaged.count
     }
 }

@@ -18,7 +18,9 @@ import GRDB
 ///   `NAME.sqlite.corrupt-TIMESTAMP` (never deleted) and a new, empty store is made;
 ///   ``recoveredFile`` says where the old one went. A row that does not hold a valid entry is set
 ///   aside as a dead letter with the reason (``damagedRowsSetAside``), never trapped on.
-/// - **Scale.** Opening reads no entry; counts, leases and the next due date are index lookups.
+/// - **Scale.** Opening reads the file once (SQLite's `quick_check`, then every pending row
+///   through a cursor, to set damaged ones aside); counts, leases and the next due date are index
+///   lookups.
 public final class SQLiteOfflineStore: OfflineStore {
     /// How hard each commit is synced.
     public enum Synchronous: Sendable, Hashable {

@@ -258,12 +258,12 @@ package enum CacheRules {
     }
 
     /// The header fields of a stored response refreshed by a `304` (RFC 9111 §3.2, §4.3.4): each
-    /// field of the `304` replaces the stored ones of its name, except `Content-Length`; hop-by-hop
-    /// fields are not kept.
+    /// field of the `304` replaces the stored ones of its name, except `Content-Length` and
+    /// `Set-Cookie`; hop-by-hop fields are not kept.
     package static func refreshed(_ stored: HTTPFields, with notModified: HTTPFields) -> HTTPFields {
         var result = stored
         var replaced: Set<HTTPField.Name> = []
-        for field in notModified where field.name != .contentLength && !isHopByHop(field.name) {
+        for field in notModified where field.name != .contentLength && !isHopByHop(field.name) && !isSetCookie(field.name) {
             if replaced.insert(field.name).inserted { result[field.name] = nil }
             result.append(field)
         }
@@ -280,15 +280,14 @@ package enum CacheRules {
         )
         return HTTPFields(
             fields.filter {
-                !isHopByHop($0.name) && !connectionOptions.contains($0.name) && $0.name != .setCookie
-                    && $0.name.canonicalName != "set-cookie2"
+                !isHopByHop($0.name) && !connectionOptions.contains($0.name) && !isSetCookie($0.name)
             }
         )
     }
 
-    /// The header fields of a `304` that may refresh a stored response: never `Set-Cookie`.
-    package static func refreshingFields(_ notModified: HTTPFields) -> HTTPFields {
-        storedFields(notModified)
+    /// `Set-Cookie` (and the obsolete `Set-Cookie2`): never stored, never refreshed from a `304`.
+    private static func isSetCookie(_ name: HTTPField.Name) -> Bool {
+        name == .setCookie || name.canonicalName == "set-cookie2"
     }
 
     private static func isHopByHop(_ name: HTTPField.Name) -> Bool {

@@ -130,6 +130,12 @@ public struct CachedResponse: Sendable {
         )
     }
 
+    /// Whether a `304` with these header fields confirms this response (RFC 9111 §4.3.4:
+    /// ``CacheRules/notModifiedSelects(entityTag:lastModified:notModified:)``).
+    package func isSelected(byNotModified fields: HTTPFields) -> Bool {
+        CacheRules.notModifiedSelects(entityTag: facts.entityTag, lastModified: facts.lastModified, notModified: fields)
+    }
+
     /// This response as a `304 Not Modified` to a revalidation refreshed it (RFC 9111 §4.3.4): the
     /// `304`'s header fields replace its own (``CacheRules/refreshed(_:with:)``), the body stays,
     /// and its age counts from the revalidating exchange.

@@ -12,7 +12,7 @@
 ///
 /// A ``BrickError`` is classed by the ``TransportError`` it wraps; one made without one by its code
 /// (`notConnected` → offline; `cannotConnect`, `timedOut`, `connectionLost` → unreachable).
-package enum NetworkFailure: Sendable, Hashable, CaseIterable {
+package enum NetworkFailure: Sendable, Hashable {
     /// No route to the host or its name did not resolve: the network must come back first.
     case offline
     /// The server or proxy could not be reached, or the connection broke on the way.

@@ -101,8 +101,9 @@ package enum RetryClassification {
 
     private static func base(_ kind: TransportError.Kind) -> (RetryVerdict, String) {
         switch kind {
-        case _ where NetworkFailure.of(kind) == .offline:
-            return (.parkUntilOnline, kind == .notConnected ? "no route to the host: wait for the network" : "the name did not resolve: usually no network")
+        // The offline class of ``NetworkFailure`` (`NetworkFailureTests` holds the two together).
+        case .notConnected: return (.parkUntilOnline, "no route to the host: wait for the network")
+        case .cannotResolveHost: return (.parkUntilOnline, "the name did not resolve: usually no network")
         case .cannotConnect: return (.backOffAndRetry, "the connection was refused; nothing was sent")
         case .cannotResolveProxy: return (.backOffAndRetry, "the proxy name may resolve later")
         case .timedOut: return (.backOffAndRetry, "a timeout: congestion or a slow server")

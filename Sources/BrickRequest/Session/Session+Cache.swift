@@ -163,13 +163,7 @@ extension Session {
         let networkResult: CacheRules.NetworkResult
         switch transportResult {
         case .success(let response) where response.status.code == 304:
-            networkResult = .notModified(
-                selectsStored: CacheRules.notModifiedSelects(
-                    entityTag: exchange.stored?.facts.entityTag,
-                    lastModified: exchange.stored?.facts.lastModified,
-                    notModified: response.headerFields
-                )
-            )
+            networkResult = .notModified(selectsStored: exchange.stored?.isSelected(byNotModified: response.headerFields) ?? false)
         case .success(let response): networkResult = .response(status: response.status.code)
         case .failure(let error):
             networkResult = RetryClassification.meansUnreachable(error.kind) && !lifecycle.isCancelled ? .unreachable : .failed
@@ -184,7 +178,7 @@ extension Session {
         case .deliverRevalidated:
             guard case .success(let notModified) = transportResult, let stored = exchange.stored else { break }
             let refreshed = stored.refreshed(
-                with: CacheRules.refreshingFields(notModified.headerFields),
+                with: notModified.headerFields,
                 requestTime: requestTime,
                 responseTime: responseTime
             )
@@ -199,7 +193,7 @@ extension Session {
         case .refetchUnconditionally:
             // The stored response is out of date: the server's current one has another tag.
             for monitor in eventMonitors { monitor.request(sent, didCompleteWith: transportResult) }
-            if let stored = exchange.stored { forget(stored.key, in: exchange.caching.cache) }
+            forget(exchange.key, in: exchange.caching.cache)
             logger.debug("a 304 did not select the stored response; sending again", metadata: ["key": "\(exchange.key)"])
             return await fetch(exchange, prepared: prepared, conditional: false, lifecycle: lifecycle)
         case .deliverStoredAsFallback:
@@ -294,19 +288,14 @@ extension Session {
             for monitor in eventMonitors { monitor.request(sent, didCompleteWith: transportResult) }
             guard case .success(let response) = transportResult else { return }
             if response.status.code == 304 {
-                let selects = CacheRules.notModifiedSelects(
-                    entityTag: stored.facts.entityTag,
-                    lastModified: stored.facts.lastModified,
-                    notModified: response.headerFields
-                )
-                if selects {
+                if stored.isSelected(byNotModified: response.headerFields) {
                     keep(
-                        stored.refreshed(with: CacheRules.refreshingFields(response.headerFields), requestTime: requestTime, responseTime: responseTime),
+                        stored.refreshed(with: response.headerFields, requestTime: requestTime, responseTime: responseTime),
                         in: exchange.caching.cache
                     )
                 } else {
                     // Out of date, and not refreshed: the next request goes to the server.
-                    forget(stored.key, in: exchange.caching.cache)
+                    forget(exchange.key, in: exchange.caching.cache)
                 }
             } else if !CacheRules.serverErrors.contains(response.status.code) {
                 storeIfAllowed(response, exchange: exchange, prepared: prepared, times: (requestTime, responseTime))

@@ -282,11 +282,14 @@ struct CacheRulesTests {
         notModified[.cacheControl] = "max-age=600"
         notModified[.contentLength] = "0"
         notModified[.connection] = "keep-alive"
+        notModified[.setCookie] = "session=for-someone-else"
         let refreshed = CacheRules.refreshed(stored, with: notModified)
         #expect(refreshed[.cacheControl] == "max-age=600")
         #expect(refreshed[.contentLength] == "10")
         #expect(refreshed[.contentType] == "application/json")
         #expect(refreshed[.connection] == nil)
+        // A cookie set for one revalidation is never stored for the next reader.
+        #expect(refreshed[.setCookie] == nil)
     }
 
     static func response(_ path: String, bytes: Int, variant: String = "") -> CachedResponse {

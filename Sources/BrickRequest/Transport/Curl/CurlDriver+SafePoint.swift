@@ -19,6 +19,14 @@ struct SafePointRound {
         defer { next += 1 }
         return items[next]
     }
+
+    /// Adds work to round `generation`, to run next; `false` when the round has moved to a new
+    /// leader (or ended), and the work must follow it there.
+    mutating func append(_ work: [CurlDriver.SafePointWork], in generation: UInt64) -> Bool {
+        guard generation == self.generation, !taken else { return false }
+        items.append(contentsOf: work)
+        return true
+    }
 }
 
 // Safe-point work: what runs on the driver's thread between rounds of I/O, watched by the
@@ -61,11 +69,7 @@ extension CurlDriver {
             if case .resumptions(let work) = item {
                 // The tasks it resumes run next, each watched on its own.
                 let jobs = ResumedTaskCapture.collect(work).map { SafePointWork.resumedTask($0) }
-                let added = jobs.isEmpty || round.withLock { round -> Bool in
-                    guard round.generation == generation, !round.taken else { return false }
-                    round.items.append(contentsOf: jobs)
-                    return true
-                }
+                let added = jobs.isEmpty || round.withLock { $0.append(jobs, in: generation) }
                 // The round moved to a new leader meanwhile: the jobs follow it.
                 if !added { for job in jobs { submit(.safePoint(job)) } }
             } else {

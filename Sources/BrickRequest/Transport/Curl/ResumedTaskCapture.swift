@@ -1,6 +1,5 @@
 internal import CRuntimeHook
 import Glibc
-import Synchronization
 
 /// Catches the jobs of tasks that a piece of the driver's safe-point work resumes, so that the
 /// driver runs them itself, at the same safe point, instead of waking a thread of the global
@@ -38,11 +37,8 @@ enum ResumedTaskCapture {
         return key
     }()
 
-    /// Whether our hook is in the runtime's slot (set once, by ``install()``).
-    private static let installed = Atomic<Bool>(false)
-
     /// The runtime's hook slot, if this runtime has one.
-    static var slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>? {
+    private static var slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>? {
         dlsym(nil, "swift_task_enqueueGlobal_hook")?.assumingMemoryBound(to: UnsafeMutableRawPointer?.self)
     }
 
@@ -58,11 +54,7 @@ enum ResumedTaskCapture {
                 enqueue(job)
             }
         }
-        guard brick_hook_install_if_empty(slot, unsafeBitCast(hook, to: UnsafeMutableRawPointer.self)) != 0 else {
-            return false
-        }
-        installed.store(true, ordering: .releasing)
-        return true
+        return brick_hook_install_if_empty(slot, unsafeBitCast(hook, to: UnsafeMutableRawPointer.self)) != 0
         #else
         return false
         #endif
@@ -75,17 +67,11 @@ enum ResumedTaskCapture {
         installation
     }
 
-    /// Whether enqueues are being caught in this process.
-    static var isAvailable: Bool { installed.load(ordering: .acquiring) }
-
     /// Runs `body` and returns the jobs it enqueued on the global concurrent executor from this
     /// thread, in order, instead of enqueuing them. The caller must run every one of them
-    /// (``run(_:)``), or hand it on to the global executor.
+    /// (``run(_:)``), or hand it on to the global executor. Only after ``install()`` returned
+    /// `true` (a driver that captures: ``CurlDriver/capturesResumedTasks``).
     static func collect(_ body: () -> Void) -> [UnownedJob] {
-        guard isAvailable else {
-            body()
-            return []
-        }
         var jobs: [UnownedJob] = []
         withUnsafeMutablePointer(to: &jobs) { jobs in
             pthread_setspecific(key, jobs)
