@@ -91,6 +91,8 @@ struct DamagedStoreTests {
             let dead = try await store.deadLetters(queue: "q")
             if !delivered.contains(first) && column != "queue" {
                 #expect(dead.count == 1, "\(column) \(damage): set aside")
+                // Counted: at open (a row no query could reach) or when leased (any other damage).
+                #expect(store.damagedRowsSetAside == 1, "\(column) \(damage): counted as set aside")
                 #expect(dead.first?.deadLetter?.reason.contains("damaged row") == true, "\(dead)")
                 // A dead letter can be removed by the id it is listed with.
                 if let id = dead.first?.id {

@@ -1,6 +1,7 @@
 import BrickRequest
 import Foundation
 import GRDB
+import Synchronization
 
 /// The entries: what ``OfflineStore`` asks of the embedded store, one SQLite transaction each.
 extension SQLiteOfflineStore {
@@ -107,6 +108,7 @@ extension SQLiteOfflineStore {
                 } catch let damaged as DamagedRow {
                     // Damaged since the store opened: set aside, never handed out.
                     try Self.setAside(row, reason: damaged.reason, in: db)
+                    self.damagedRows.add(1, ordering: .relaxed)
                     continue
                 }
                 try db.execute(
@@ -139,6 +141,7 @@ extension SQLiteOfflineStore {
                     let error = damaged
                     // Damaged since the store opened: set aside; the next one is the head.
                     try Self.setAside(row, reason: error.reason, in: db)
+                    self.damagedRows.add(1, ordering: .relaxed)
                     continue
                 }
                 let leaseExpiry = head.lease?.expiresAt.timeIntervalSince1970

@@ -1,6 +1,7 @@
 import BrickRequest
 import Foundation
 import GRDB
+import Synchronization
 
 /// The embedded ``OfflineStore``: one SQLite database file per store, through GRDB.
 ///
@@ -18,9 +19,9 @@ import GRDB
 ///   `NAME.sqlite.corrupt-TIMESTAMP` (never deleted) and a new, empty store is made;
 ///   ``recoveredFile`` says where the old one went. A row that does not hold a valid entry is set
 ///   aside as a dead letter with the reason (``damagedRowsSetAside``), never trapped on.
-/// - **Scale.** Opening reads the file once (SQLite's `quick_check`, then every pending row
-///   through a cursor, to set damaged ones aside); counts, leases and the next due date are index
-///   lookups.
+/// - **Scale.** Opening runs SQLite's `quick_check` and one scan of the pending rows for ones no
+///   query could reach (about 0.4 µs per row; see the README); counts, leases and the next due
+///   date are index lookups.
 public final class SQLiteOfflineStore: OfflineStore {
     /// How hard each commit is synced.
     public enum Synchronous: Sendable, Hashable {
@@ -35,8 +36,10 @@ public final class SQLiteOfflineStore: OfflineStore {
     /// Where a damaged file found at open was moved, if one was.
     public let recoveredFile: String?
     /// How many damaged rows (a wrongly typed column, a NULL, an id that is not a UUID) were set
-    /// aside as dead letters when the store opened, each with its reason.
-    public let damagedRowsSetAside: Int
+    /// aside as dead letters since the store opened (when it opened, or when they were leased),
+    /// each with its reason.
+    public var damagedRowsSetAside: Int { damagedRows.load(ordering: .relaxed) }
+    let damagedRows = Atomic<Int>(0)
 
     let pool: DatabasePool
     let groupCommit = GroupCommit()
@@ -71,7 +74,7 @@ public final class SQLiteOfflineStore: OfflineStore {
                 opened = try Self.open(path, synchronous: synchronous)
             }
             pool = opened.0
-            damagedRowsSetAside = opened.1
+            damagedRows.store(opened.1, ordering: .relaxed)
             recoveredFile = recovered
         } catch {
             close(lockDescriptor)
