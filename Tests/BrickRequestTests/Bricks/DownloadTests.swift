@@ -243,7 +243,9 @@ struct DownloadTests {
                 let file = URL(fileURLWithPath: directory + "/slow.bin")
                 try Data("before".utf8).write(to: file)
                 let started = Delivered<Int64>()
-                let download = Download(server.baseURL + "/drip?numbytes=50&duration=5", to: file, session: Session())
+                // 60 s for 50 bytes: the cancel always comes first, even on a loaded machine or under a
+                // sanitizer (a 5 s drip once finished before a starved test got to cancel it).
+                let download = Download(server.baseURL + "/drip?numbytes=50&duration=60", to: file, session: Session())
                 let responses = Delivered<Response<URL, BrickError>>()
                 download.progress { if $0.bytesReceived > 0 { started.add($0.bytesReceived) } }
                     .response { responses.add($0) }
