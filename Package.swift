@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "BrickTesting", targets: ["BrickTesting"]),
         .library(name: "BrickOffline", targets: ["BrickOffline"]),
         .library(name: "BrickTestServer", targets: ["BrickTestServer"]),
+        .library(name: "BrickOfflinePostgres", targets: ["BrickOfflinePostgres"]),
         .executable(name: "brick-demo", targets: ["BrickDemo"]),
     ],
     dependencies: [
@@ -16,6 +17,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // Only BrickOfflinePostgres builds these two (and what they bring: NIO's SSL, crypto).
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
     ],
     targets: [
         .systemLibrary(
@@ -50,6 +55,20 @@ let package = Package(
                 "CZlib",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The offline queue on PostgreSQL, for fleets: its own target, so that users of BrickRequest
+        // or BrickOffline never build postgres-nio (they still resolve it: SwiftPM resolves a
+        // package's whole graph).
+        .target(
+            name: "BrickOfflinePostgres",
+            dependencies: [
+                "BrickOffline",
+                "BrickRequest",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -106,7 +125,8 @@ let package = Package(
         .testTarget(
             name: "BrickOfflineTests",
             dependencies: [
-                "BrickOffline", "BrickRequest", "BrickTesting", "BrickTestServer",
+                "BrickOffline", "BrickOfflinePostgres", "BrickRequest", "BrickTesting", "BrickTestServer",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ]

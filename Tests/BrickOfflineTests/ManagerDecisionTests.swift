@@ -63,7 +63,7 @@ final class FailingStore: OfflineStore {
     struct Refused: Error, CustomStringConvertible { var description: String { "refused by the test" } }
 
     func add(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy) async throws -> [OfflineEntry.ID] { try await inner.add(drafts, dedupe: dedupe) }
-    func lease(queue: String, limit: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] { try await inner.lease(queue: queue, limit: limit, now: now, for: duration) }
+    func lease(queue: String, limit: Int, cap: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] { try await inner.lease(queue: queue, limit: limit, cap: cap, now: now, for: duration) }
     func leaseHead(queue: String, now: Date, for duration: Duration) async throws -> OfflineEntry? { try await inner.leaseHead(queue: queue, now: now, for: duration) }
     func replacePending(queue: String, ids: [OfflineEntry.ID], with drafts: [OfflineEntry.Draft]) async throws -> Bool { try await inner.replacePending(queue: queue, ids: ids, with: drafts) }
     func setAside(_ ids: [OfflineEntry.ID], reason: String, now: Date) async throws { try await inner.setAside(ids, reason: reason, now: now) }

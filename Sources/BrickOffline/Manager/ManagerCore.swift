@@ -11,8 +11,9 @@ final class ManagerCore: Sendable {
         var timeLimit: Duration = .seconds(120)
         var submissionInterval: Duration = .seconds(10)
         var delegate = WeakDelegate(nil)
-        /// How long a lease lasts before another worker may take the entry (extended while it runs).
-        var leaseDuration: Duration = .seconds(300)
+        /// How long a lease lasts before another worker may take the entry (extended while it
+        /// runs); `nil`: the store's own ``OfflineStore/leaseDuration``.
+        var leaseDuration: Duration?
     }
 
     /// A stored request read back.
@@ -33,7 +34,7 @@ final class ManagerCore: Sendable {
 
     private struct State {
         var loop: Task<Void, Never>?
-        var watch: Task<Void, Never>?
+        var watch: [Task<Void, Never>] = []
         var stopped = false
         var running: [OfflineEntry.ID: Running] = [:]
         var completed = 0
@@ -58,7 +59,7 @@ final class ManagerCore: Sendable {
     private let signal = LoopSignal()
     /// The loop's clock: the session's, so a `ManualClock` drives time limits and pauses in tests.
     private let time: LoopTime
-    private var leaseDuration: Duration { settings.withLock { $0.leaseDuration } }
+    var leaseDuration: Duration { settings.withLock { $0.leaseDuration } ?? store.leaseDuration }
 
     init(name: String, store: any OfflineStore, session: Session) {
         self.name = name
@@ -267,13 +268,14 @@ final class ManagerCore: Sendable {
                 await makePausedDue()
             }
         }
+        let wakeUps = [watch] + StoreWakeUps.start(store: store, queue: name, signal: signal)
         state.withLock { state in
             if state.loop == nil && !state.stopped {
                 state.loop = loop
-                state.watch = watch
+                state.watch = wakeUps
             } else {
                 loop.cancel()
-                watch.cancel()
+                wakeUps.forEach { $0.cancel() }
             }
         }
     }
@@ -285,7 +287,7 @@ final class ManagerCore: Sendable {
     func shutdown() {
         let tasks = state.withLock { state in
             state.stopped = true
-            return [state.loop, state.watch].compactMap { $0 }
+            return [state.loop].compactMap { $0 } + state.watch
         }
         tasks.forEach { $0.cancel() }
         signal.stop()
@@ -307,7 +309,7 @@ final class ManagerCore: Sendable {
                 if cap == 1 {
                     if let head = try await store.leaseHead(queue: name, now: now(), for: leaseDuration) { leased = [head] }
                 } else {
-                    leased = try await store.lease(queue: name, limit: free, now: now(), for: leaseDuration)
+                    leased = try await store.lease(queue: name, limit: free, cap: cap, now: now(), for: leaseDuration)
                 }
             } catch {
                 if isStopped { return }
@@ -414,7 +416,6 @@ final class ManagerCore: Sendable {
             token: { [weak self] in self?.state.withLock { $0.running[id]?.lease } },
             store: store,
             duration: leaseDuration,
-            now: { [weak self] in self?.now() ?? Date() },
             report: { [weak self] (failure: String) in self?.report(failure) }
         )
         let outcome = await attempt(request, context: context, id: id)

@@ -125,7 +125,7 @@ public final class OfflineRequestManager: Sendable {
     /// How long a lease on a running request lasts before it lapses (extended every third of it
     /// while the request runs). For tests of lapsing leases.
     package var leaseDuration: Duration {
-        get { core.settings.withLock { $0.leaseDuration } }
+        get { core.leaseDuration }
         set { core.settings.withLock { $0.leaseDuration = newValue } }
     }
 

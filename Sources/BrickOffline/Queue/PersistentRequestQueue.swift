@@ -13,7 +13,9 @@ import Logging
 /// await queue.waitUntilEmpty()
 /// ```
 ///
-/// **Order and retries.** One request at a time, in the order added (FIFO). A failed attempt
+/// **Order and retries.** One request at a time (or up to ``simultaneousRequestCap``), in the
+/// order added (FIFO). On a store shared by several processes (``PostgresOfflineStore``) the cap
+/// holds for all of them together: a cap of 1 is one request in flight in the whole fleet. A failed attempt
 /// (any status other than 2xx, any transport failure) pauses its entry for `retryInterval` and
 /// the queue moves on to the next; a delivery makes every paused entry due again at once (the
 /// server is evidently back), and so does a change of reachability. Entries are retried forever
@@ -76,6 +78,9 @@ public final class PersistentRequestQueue: Sendable {
     public let retryInterval: Duration
     /// Signs each attempt at send time, refreshing once on `401`; `nil` for none.
     public let authenticator: Authenticator?
+    /// The most entries attempted at once (default 1: one after another). On a store shared by
+    /// several processes, the most attempted at once by all of them together.
+    public var simultaneousRequestCap: Int { core.cap }
 
     private let core: QueueCore
 
@@ -100,6 +105,7 @@ public final class PersistentRequestQueue: Sendable {
     ///   - sensitiveHeaders: Header names, besides `Authorization`, `Cookie` and
     ///     `Proxy-Authorization`, that `add` refuses to store (an API key header).
     ///   - synchronous: How hard each commit is synced. Default ``SQLiteOfflineStore/Synchronous/full``.
+    ///   - simultaneousRequestCap: The most entries attempted at once. Default 1.
     /// - Throws: ``OfflineStoreError`` when the store cannot be opened.
     public convenience init(
         name: String,
@@ -108,7 +114,8 @@ public final class PersistentRequestQueue: Sendable {
         retryInterval: Duration = .seconds(30),
         authenticator: Authenticator? = nil,
         sensitiveHeaders: Set<String> = [],
-        synchronous: SQLiteOfflineStore.Synchronous = .full
+        synchronous: SQLiteOfflineStore.Synchronous = .full,
+        simultaneousRequestCap: Int = 1
     ) throws {
         let store = try SQLiteOfflineStore(
             name: name,
@@ -121,7 +128,8 @@ public final class PersistentRequestQueue: Sendable {
             session: session,
             retryInterval: retryInterval,
             authenticator: authenticator,
-            sensitiveHeaders: sensitiveHeaders
+            sensitiveHeaders: sensitiveHeaders,
+            simultaneousRequestCap: simultaneousRequestCap
         )
         if let moved = store.recoveredFile {
             core.emit(.storeRecovered(movedAside: moved))
@@ -141,13 +149,16 @@ public final class PersistentRequestQueue: Sendable {
     ///   - retryInterval: How long a failed entry waits.
     ///   - authenticator: Signs each attempt; `nil` for none.
     ///   - sensitiveHeaders: More header names `add` refuses to store.
+    ///   - simultaneousRequestCap: The most entries attempted at once, by every process sharing
+    ///     the store together. Default 1 (strictly one after another, in order).
     public init(
         name: String,
         store: any OfflineStore,
         session: Session = .shared,
         retryInterval: Duration = .seconds(30),
         authenticator: Authenticator? = nil,
-        sensitiveHeaders: Set<String> = []
+        sensitiveHeaders: Set<String> = [],
+        simultaneousRequestCap: Int = 1
     ) {
         self.name = name
         self.store = store
@@ -160,7 +171,8 @@ public final class PersistentRequestQueue: Sendable {
             session: session,
             retryInterval: retryInterval,
             authenticator: authenticator,
-            sensitiveHeaders: sensitiveHeaders
+            sensitiveHeaders: sensitiveHeaders,
+            cap: simultaneousRequestCap
         )
     }
 
@@ -215,12 +227,27 @@ public final class PersistentRequestQueue: Sendable {
         try await core.add(request, options: options, completion: completion)
     }
 
+    /// The entry ``add(_:options:)`` would store for `endpoint`, rendered and checked, for a store
+    /// that writes it itself (the outbox of `BrickOfflinePostgres`).
+    package func draft(_ endpoint: some RequestType, options: EntryOptions) throws(BrickError) -> OfflineEntry.Draft {
+        try core.draft(try session.renderForStorage(endpoint), options: options)
+    }
+
     // MARK: - Processing
 
     /// Runs the queue now. With `ignoringPauseDates`, every paused entry is due at once (call it
     /// when the app comes to the foreground or the user asks to retry).
     public func startProcessing(ignoringPauseDates: Bool = false) {
         core.start(ignoringPauses: ignoringPauseDates)
+    }
+
+    /// Stops taking entries, for a graceful shutdown: the attempts under way may finish for up to
+    /// `gracePeriod`; those still running then are cancelled and handed back (their leases
+    /// released, no attempt counted), so that another worker sharing the store takes them at once.
+    /// Returns when no attempt runs here any more. ``startProcessing(ignoringPauseDates:)`` or
+    /// ``add(_:options:)`` starts processing again.
+    public func stopProcessing(gracePeriod: Duration = .seconds(10)) async {
+        await core.stopProcessing(gracePeriod: gracePeriod)
     }
 
     /// Returns once no entry is pending (dead letters aside), or when the calling task is cancelled:

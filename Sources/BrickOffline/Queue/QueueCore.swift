@@ -10,11 +10,24 @@ import Logging
 final class QueueCore: Sendable {
     typealias Completion = @Sendable (Result<TransportResponse, BrickError>) -> Void
 
+    /// An attempt running in this process.
+    private struct Running {
+        /// The lease it holds now (a newer one is adopted if its entry is leased again here).
+        var lease: UUID
+        /// The task sending it, once started.
+        var task: Task<Void, Never>?
+        /// Set when a graceful stop hands the entry back: its outcome is not recorded.
+        var handingBack = false
+    }
+
     private struct State {
-        var loop: Task<Void, Never>?
-        var reachabilityWatch: Task<Void, Never>?
+        /// The processing loop and its wake-up sources (reachability, the store's wake-ups and polls).
+        var loopTasks: [Task<Void, Never>] = []
         var ignorePauses = false
         var stopped = false
+        var running: [OfflineEntry.ID: Running] = [:]
+        /// Callers of `stopProcessing` waiting for the running attempts to end.
+        var idleWaiters: [CheckedContinuation<Void, Never>] = []
         var completions: [OfflineEntry.ID: Completion] = [:]
         var emptyWaiters: [CheckedContinuation<Void, Never>] = []
         var countSubscribers: [UUID: AsyncStream<Int>.Continuation] = [:]
@@ -26,8 +39,10 @@ final class QueueCore: Sendable {
     let retryInterval: Duration
     let authenticator: Authenticator?
     let sensitiveHeaders: Set<String>
+    /// The most entries attempted at once, by every worker of the store together.
+    let cap: Int
     /// How long an attempt holds its entry before another worker may take it (extended while it runs).
-    let leaseDuration: Duration = .seconds(300)
+    var leaseDuration: Duration { store.leaseDuration }
     /// The loop's clock: the session's, so a `ManualClock` drives pauses in tests.
     private let time: LoopTime
     private let state = Lock(State())
@@ -40,7 +55,8 @@ final class QueueCore: Sendable {
         session: Session,
         retryInterval: Duration,
         authenticator: Authenticator?,
-        sensitiveHeaders: Set<String>
+        sensitiveHeaders: Set<String>,
+        cap: Int
     ) {
         self.name = name
         self.store = store
@@ -48,6 +64,7 @@ final class QueueCore: Sendable {
         self.retryInterval = retryInterval
         self.authenticator = authenticator
         self.sensitiveHeaders = sensitiveHeaders
+        self.cap = max(1, cap)
         self.time = LoopTime(clock: session.clock)
     }
 
@@ -64,15 +81,15 @@ final class QueueCore: Sendable {
 
     // MARK: - Adding
 
-    func add(
+    /// The entry that `add` stores for `request`: checked (no credential) and encoded.
+    func draft(
         _ request: TransportRequest,
-        options: PersistentRequestQueue.EntryOptions,
-        completion: Completion?
-    ) async throws(BrickError) -> OfflineEntry.ID {
+        options: PersistentRequestQueue.EntryOptions
+    ) throws(BrickError) -> OfflineEntry.Draft {
         let stored = try StoredRequest(request, sensitiveHeaders: sensitiveHeaders)
         let payload = try stored.encoded()
         let now = self.now()
-        let draft = OfflineEntry.Draft(
+        return OfflineEntry.Draft(
             queue: name,
             payload: payload,
             dedupeKey: options.dedupeKey,
@@ -81,6 +98,14 @@ final class QueueCore: Sendable {
             maxAttempts: options.maxAttempts,
             expiresAt: options.maxAge.map { now.addingTimeInterval($0.seconds) }
         )
+    }
+
+    func add(
+        _ request: TransportRequest,
+        options: PersistentRequestQueue.EntryOptions,
+        completion: Completion?
+    ) async throws(BrickError) -> OfflineEntry.ID {
+        let draft = try draft(request, options: options)
         let dedupe = options.dedupe
         let ids = try await storeCall { store, _ in try await store.add([draft], dedupe: dedupe) }
         let id = ids.first ?? draft.id
@@ -96,19 +121,18 @@ final class QueueCore: Sendable {
         let startLoop = state.withLock { state -> Bool in
             guard !state.stopped else { return false }
             if ignoringPauses { state.ignorePauses = true }
-            return state.loop == nil
+            return state.loopTasks.isEmpty
         }
         signal.wake()
         guard startLoop else { return }
-        let loop = Task { [self] in await self.run() }
-        let watch = Task { [self] in await self.watchReachability() }
+        let tasks =
+            [Task { [self] in await self.run() }, Task { [self] in await self.watchReachability() }]
+            + StoreWakeUps.start(store: store, queue: name, signal: signal)
         state.withLock { state in
-            if state.loop == nil && !state.stopped {
-                state.loop = loop
-                state.reachabilityWatch = watch
+            if state.loopTasks.isEmpty && !state.stopped {
+                state.loopTasks = tasks
             } else {
-                loop.cancel()
-                watch.cancel()
+                tasks.forEach { $0.cancel() }
             }
         }
     }
@@ -119,10 +143,11 @@ final class QueueCore: Sendable {
             defer {
                 state.emptyWaiters = []
                 state.countSubscribers = [:]
+                state.loopTasks = []
             }
             return (
-                [state.loop, state.reachabilityWatch].compactMap { $0 },
-                state.emptyWaiters,
+                state.loopTasks + state.running.values.compactMap(\.task),
+                state.emptyWaiters + state.idleWaiters,
                 Array(state.countSubscribers.values)
             )
         }
@@ -133,6 +158,39 @@ final class QueueCore: Sendable {
         events.finish()
     }
 
+    /// Stops taking entries; lets the running attempts finish for up to `gracePeriod` (real time),
+    /// then cancels the rest and hands their entries back (lease released, no attempt counted).
+    /// Returns once no attempt runs. `start` takes entries again.
+    func stopProcessing(gracePeriod: Duration) async {
+        let loopTasks = state.withLock { state in
+            defer { state.loopTasks = [] }
+            return state.loopTasks
+        }
+        loopTasks.forEach { $0.cancel() }
+        signal.wake()
+        let deadline = Task {
+            try? await Task.sleep(for: gracePeriod)
+            if Task.isCancelled { return }
+            let late = self.state.withLock { state in
+                state.running.keys.compactMap { id -> Task<Void, Never>? in
+                    state.running[id]?.handingBack = true
+                    return state.running[id]?.task
+                }
+            }
+            late.forEach { $0.cancel() }
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let idle = state.withLock { state -> Bool in
+                if state.running.isEmpty { return true }
+                state.idleWaiters.append(continuation)
+                return false
+            }
+            if idle { continuation.resume() }
+        }
+        deadline.cancel()
+        await publishCount()
+    }
+
     private var isStopped: Bool { state.withLock { $0.stopped } || Task.isCancelled }
 
     private func run() async {
@@ -140,22 +198,85 @@ final class QueueCore: Sendable {
             if state.withLock({ state in defer { state.ignorePauses = false }; return state.ignorePauses }) {
                 try? await store.clearPauses(queue: name, now: now())
             }
+            let free = cap - state.withLock { $0.running.count }
+            if free <= 0 {
+                // Woken when an attempt ends.
+                await sleep(until: nil)
+                continue
+            }
             let leased: [OfflineEntry]
             do {
-                leased = try await store.lease(queue: name, limit: 1, now: now(), for: leaseDuration)
+                leased = try await store.lease(queue: name, limit: free, cap: cap, now: now(), for: leaseDuration)
             } catch {
                 if isStopped { return }
                 report(storeFailure: error)
                 await sleep(until: now().addingTimeInterval(retryInterval.seconds))
                 continue
             }
-            guard let entry = leased.first else {
+            if isStopped {
+                // Stopped while leasing: hand the entries straight back.
+                for entry in leased { await handBack(entry.id, lease: entry.lease?.token) }
+                return
+            }
+            if leased.isEmpty {
                 await publishCount()
                 // Nothing due: wait for the earliest pause or schedule to end, or to be woken.
                 await sleep(until: try? await store.nextDue(queue: name))
                 continue
             }
+            for entry in leased { launch(entry) }
+        }
+    }
+
+    /// Starts an attempt of a leased entry, unless this process is attempting it already (its
+    /// lease lapsed and was renewed here): that attempt then adopts the new lease.
+    private func launch(_ entry: OfflineEntry) {
+        guard let lease = entry.lease?.token else { return }
+        let isNew = state.withLock { state -> Bool in
+            if state.running[entry.id] != nil {
+                state.running[entry.id]?.lease = lease
+                return false
+            }
+            state.running[entry.id] = Running(lease: lease)
+            return true
+        }
+        guard isNew else { return }
+        let task = Task { [self] in
             await attempt(entry)
+            let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.running[entry.id] = nil
+                guard state.running.isEmpty else { return [] }
+                defer { state.idleWaiters = [] }
+                return state.idleWaiters
+            }
+            signal.wake()
+            waiters.forEach { $0.resume() }
+        }
+        state.withLock { state in
+            if state.running[entry.id] != nil { state.running[entry.id]?.task = task }
+        }
+    }
+
+    /// The lease the attempt of `id` holds now.
+    private func currentLease(_ id: OfflineEntry.ID) -> UUID? {
+        state.withLock { $0.running[id]?.lease }
+    }
+
+    /// Releases an entry's lease without recording an attempt, so that another worker takes it now.
+    private func handBack(_ id: OfflineEntry.ID, lease: UUID?) async {
+        guard let lease else { return }
+        let now = self.now()
+        do {
+            let held = try await store.reschedule(
+                id,
+                lease: lease,
+                notBefore: now,
+                attempt: OfflineEntry.AttemptRecord(date: now, status: nil, error: "handed back when processing stopped"),
+                countsAttempt: false
+            )
+            if !held { report(leaseLost: id) }
+        } catch {
+            report(storeFailure: error)
         }
     }
 
@@ -176,30 +297,33 @@ final class QueueCore: Sendable {
     // MARK: - One attempt
 
     private func attempt(_ entry: OfflineEntry) async {
-        guard let lease = entry.lease?.token else { return }
+        guard entry.lease?.token != nil else { return }
         let started = now()
         if DeliveryDecision.isExpired(entry, now: started) {
-            await apply(.deadLetter(reason: "expired before it could be delivered", countsAttempt: false), to: entry, lease: lease, attempt: nil, response: nil)
+            await apply(.deadLetter(reason: "expired before it could be delivered", countsAttempt: false), to: entry, attempt: nil, response: nil)
             return
         }
         let stored: StoredRequest
         do {
             stored = try StoredRequest.decoded(entry.payload)
         } catch {
-            await apply(.deadLetter(reason: "the stored request cannot be read: \(error)", countsAttempt: false), to: entry, lease: lease, attempt: nil, response: nil)
+            await apply(.deadLetter(reason: "the stored request cannot be read: \(error)", countsAttempt: false), to: entry, attempt: nil, response: nil)
             return
         }
         // Keep the lease while the request runs, so that it is never leased again under it.
         let keeper = LeaseKeeper.keep(
             entry.id,
-            token: { lease },
+            token: { [weak self] in self?.currentLease(entry.id) },
             store: store,
             duration: leaseDuration,
-            now: { [weak self] in self?.now() ?? Date() },
             report: { [weak self] (description: String) in self?.report(storeFailure: description) }
         )
         let (outcome, response) = await send(stored, idempotencyKey: entry.idempotencyKey)
         keeper.cancel()
+        if state.withLock({ $0.running[entry.id]?.handingBack ?? false }) {
+            await handBack(entry.id, lease: currentLease(entry.id))
+            return
+        }
         let finished = now()
         let record = OfflineEntry.AttemptRecord(
             date: finished,
@@ -220,7 +344,7 @@ final class QueueCore: Sendable {
             now: finished,
             retryInterval: retryInterval
         )
-        await apply(decision, to: entry, lease: lease, attempt: record, response: response)
+        await apply(decision, to: entry, attempt: record, response: response)
     }
 
     /// Sends the stored request once, signed; on a `401` with an authenticator, refreshes and
@@ -274,10 +398,10 @@ final class QueueCore: Sendable {
     private func apply(
         _ decision: DeliveryDecision,
         to entry: OfflineEntry,
-        lease: UUID,
         attempt: OfflineEntry.AttemptRecord?,
         response: TransportResponse?
     ) async {
+        guard let lease = currentLease(entry.id) ?? entry.lease?.token else { return }
         do {
             switch decision {
             case .delivered:

@@ -182,8 +182,10 @@ public protocol OfflineStore: Sendable {
     /// the new ones). Throws ``OfflineStoreError``.
     func add(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy) async throws -> [OfflineEntry.ID]
     /// Leases up to `limit` due entries of `queue` (not before their `notBefore`, not leased or
-    /// with a lapsed lease, not dead letters), oldest sequence first, for `duration`.
-    func lease(queue: String, limit: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry]
+    /// with a lapsed lease, not dead letters), oldest sequence first, for `duration` — but never
+    /// so many that more than `cap` entries of `queue` hold a live lease at once, whoever holds
+    /// them: a store shared by several processes enforces the cap across all of them.
+    func lease(queue: String, limit: Int, cap: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry]
     /// Leases the oldest pending entry of `queue` if it is due and not leased; nothing otherwise
     /// (strict FIFO: an entry waiting holds back the ones behind it).
     func leaseHead(queue: String, now: Date, for duration: Duration) async throws -> OfflineEntry?
@@ -234,6 +236,32 @@ public protocol OfflineStore: Sendable {
     func remove(_ id: OfflineEntry.ID) async throws
     /// Removes every entry of `queue`, dead letters included.
     func removeAll(queue: String) async throws
+
+    /// How long a lease lasts: a queue or manager on this store extends its leases every third
+    /// of it while their attempts run, so an entry comes back to the other workers about one to
+    /// two lease lengths after its worker died. Default 300 s (a store of one process).
+    var leaseDuration: Duration { get }
+    /// How often a queue or manager on this store looks for work that other processes made, in
+    /// case a wake-up was missed; `nil` (the default) for a store only this process writes.
+    var pollInterval: Duration? { get }
+    /// Yields whenever another process may have made work for `queue` (added an entry, made one
+    /// due, finished or handed one back); `nil` (the default) for a store only this process
+    /// writes. The stream ends when the caller stops iterating it.
+    func wakeUps(queue: String) -> AsyncStream<Void>?
+}
+
+extension OfflineStore {
+    /// Leases up to `limit` due entries of `queue`, with no cap on how many are leased at once.
+    public func lease(queue: String, limit: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] {
+        try await lease(queue: queue, limit: limit, cap: .max, now: now, for: duration)
+    }
+
+    /// 300 s: a store of one process hands leases back when it opens.
+    public var leaseDuration: Duration { .seconds(300) }
+    /// `nil`: only this process writes the store, and it tells its own loops of every change.
+    public var pollInterval: Duration? { nil }
+    /// `nil`: only this process writes the store.
+    public func wakeUps(queue: String) -> AsyncStream<Void>? { nil }
 }
 
 /// A failure of an ``OfflineStore``.

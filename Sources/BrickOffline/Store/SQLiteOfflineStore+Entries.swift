@@ -70,7 +70,7 @@ extension SQLiteOfflineStore {
         return batch.drafts.map(\.id)
     }
 
-    public func lease(queue: String, limit: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] {
+    public func lease(queue: String, limit: Int, cap: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] {
         let token = UUID().uuidString
         let moment = now.timeIntervalSince1970
         let expiry = moment + duration.seconds
@@ -89,6 +89,16 @@ extension SQLiteOfflineStore {
         }
         guard due else { return [] }
         return try await write("lease entries") { db in
+            var limit = limit
+            if cap < Int.max {
+                let held = try Int.fetchOne(
+                    db,
+                    sql: "SELECT COUNT(*) FROM entry WHERE queue = ? AND deadAt IS NULL AND leaseExpiresAt > ?",
+                    arguments: [queue, moment]
+                ) ?? 0
+                limit = min(limit, cap - held)
+            }
+            guard limit > 0 else { return [] }
             let rows = try Row.fetchAll(
                 db,
                 sql: """

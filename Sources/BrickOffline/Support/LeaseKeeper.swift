@@ -7,7 +7,8 @@ import Foundation
 /// worker sharing the store, or by this process's own loop.
 ///
 /// It runs on real time, not on the session's clock: a test's manual clock must see only the
-/// pauses the queue makes itself.
+/// pauses the queue makes itself; and the expiries it asks for are real dates, since a store
+/// shared by several processes judges leases by a clock they all share.
 enum LeaseKeeper {
     /// Starts keeping the lease of entry `id`; cancel the returned task when the attempt ends.
     ///
@@ -16,14 +17,12 @@ enum LeaseKeeper {
     ///   - token: The lease's token now (the manager's attempt may adopt a newer one).
     ///   - store: Where the lease lives.
     ///   - duration: The lease's length.
-    ///   - now: The current date, as the owner reckons it.
     ///   - report: Told when an extension fails, or the lease turns out to be lost.
     static func keep(
         _ id: OfflineEntry.ID,
         token: @escaping @Sendable () -> UUID?,
         store: any OfflineStore,
         duration: Duration,
-        now: @escaping @Sendable () -> Date,
         report: @escaping @Sendable (String) -> Void
     ) -> Task<Void, Never> {
         Task {
@@ -31,7 +30,7 @@ enum LeaseKeeper {
                 do { try await Task.sleep(for: duration / 3) } catch { return }
                 guard let lease = token() else { return }
                 do {
-                    if try await !store.extend(id, lease: lease, until: now().addingTimeInterval(duration.seconds)) {
+                    if try await !store.extend(id, lease: lease, until: Date().addingTimeInterval(duration.seconds)) {
                         report("the lease of \(id) was lost while its attempt ran")
                         return
                     }

@@ -1,0 +1,103 @@
+import BrickOffline
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// `LISTEN` on one connection of the user's pool for as long as some queue wants wake-ups; hands
+/// each notification to the queues it names. When the connection is lost it connects again (1 s,
+/// doubling to 30 s) and wakes every queue, since notifications sent meanwhile are gone.
+final class NotificationListener: Sendable {
+    private struct State {
+        var subscribers: [UUID: (queue: String, continuation: AsyncStream<Void>.Continuation)] = [:]
+        var task: Task<Void, Never>?
+    }
+
+    private let client: PostgresClient
+    private let channel: String
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    init(client: PostgresClient, channel: String, logger: Logger) {
+        self.client = client
+        self.channel = channel
+        self.logger = logger
+    }
+
+    deinit {
+        state.withLock { $0.task?.cancel() }
+    }
+
+    /// Wake-ups for `queue`; listening starts with the first subscriber and stops after the last.
+    func stream(queue: String) -> AsyncStream<Void> {
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let id = UUID()
+        continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
+        let start = state.withLock { state -> Bool in
+            state.subscribers[id] = (queue, continuation)
+            return state.task == nil
+        }
+        if start {
+            let task = Task { [weak self] in
+                guard let self else { return }
+                await self.listen()
+            }
+            state.withLock { state in
+                if state.task == nil && !state.subscribers.isEmpty { state.task = task } else { task.cancel() }
+            }
+        }
+        return stream
+    }
+
+    private func unsubscribe(_ id: UUID) {
+        let task = state.withLock { state -> Task<Void, Never>? in
+            state.subscribers[id] = nil
+            guard state.subscribers.isEmpty else { return nil }
+            defer { state.task = nil }
+            return state.task
+        }
+        task?.cancel()
+    }
+
+    private func wake(queue: String?) {
+        let continuations = state.withLock { state in
+            state.subscribers.values.filter { queue == nil || $0.queue == queue }.map(\.continuation)
+        }
+        continuations.forEach { $0.yield() }
+    }
+
+    private func listen() async {
+        var backoff: Duration = .seconds(1)
+        var failed = false
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: channel) { notifications in
+                        if failed {
+                            logger.info("offline store listens again", metadata: ["channel": "\(channel)"])
+                            failed = false
+                        }
+                        backoff = .seconds(1)
+                        // Anything sent while no one listened is lost: every queue looks now.
+                        wake(queue: nil)
+                        for try await notification in notifications {
+                            wake(queue: notification.payload)
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                if !failed {
+                    logger.warning(
+                        "offline store lost its LISTEN connection; queues poll until it is back",
+                        metadata: ["channel": "\(channel)", "error": "\(PostgresOfflineStore.storeError(error, doing: "listen"))"]
+                    )
+                }
+                failed = true
+            }
+            if Task.isCancelled { return }
+            try? await Task.sleep(for: backoff)
+            backoff = min(backoff * 2, .seconds(30))
+        }
+    }
+}

@@ -1,0 +1,452 @@
+import BrickOffline
+import BrickRequest
+import Foundation
+import Logging
+import PostgresNIO
+
+/// What ``OfflineStore`` asks, in SQL: each method one statement (or one transaction), fenced by
+/// the lease's token where it writes under a lease, with one `NOTIFY` per transaction and queue
+/// where it makes work.
+extension PostgresOfflineStore {
+    // MARK: - Adding
+
+    public func add(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy) async throws -> [OfflineEntry.ID] {
+        guard !drafts.isEmpty else { return [] }
+        return try await transaction("add entries") { connection in
+            try await self.insert(drafts, dedupe: dedupe, on: connection)
+        }
+    }
+
+    /// Inserts `drafts` on `connection`, inside the caller's transaction (the outbox) or the store's
+    /// own, and notifies each queue once (delivered when the transaction commits).
+    func insert(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy, on connection: PostgresConnection) async throws
+        -> [OfflineEntry.ID]
+    {
+        for draft in drafts {
+            guard let key = draft.dedupeKey else { continue }
+            var existing: (Int64, UUID?)?
+            for try await row in try await connection.query(
+                """
+                SELECT sequence, lease_token FROM \(unescaped: schema).entry
+                WHERE queue = \(draft.queue) AND dedupe_key = \(key) AND dead_at IS NULL FOR UPDATE
+                """,
+                logger: logger
+            ).decode((Int64, UUID?).self) {
+                existing = row
+            }
+            guard let (sequence, token) = existing else { continue }
+            if dedupe == .reject || token != nil {
+                throw OfflineStoreError(
+                    .duplicate,
+                    message: token != nil
+                        ? "an entry with dedupe key \(key.debugDescription) is being attempted"
+                        : "an entry with dedupe key \(key.debugDescription) is pending"
+                )
+            }
+            try await connection.query("DELETE FROM \(unescaped: schema).entry WHERE sequence = \(sequence)", logger: logger)
+        }
+        // Multi-row inserts, 4,000 rows (36,000 parameters) at most per statement.
+        for start in stride(from: 0, to: drafts.count, by: 4000) {
+            let chunk = drafts[start..<min(start + 4000, drafts.count)]
+            var sql = """
+                INSERT INTO \(schema).entry (id, queue, payload, idempotency_key, dedupe_key, created_at,
+                                             not_before, max_attempts, expires_at) VALUES
+                """
+            var binds = PostgresBindings(capacity: chunk.count * 9)
+            for (index, draft) in chunk.enumerated() {
+                let base = index * 9
+                sql += index == 0 ? " " : ", "
+                sql += "(" + (1...9).map { "$\(base + $0)" }.joined(separator: ", ") + ")"
+                binds.append(draft.id)
+                binds.append(draft.queue)
+                try binds.append(draft.payload)
+                binds.append(draft.idempotencyKey)
+                binds.append(draft.dedupeKey)
+                binds.append(draft.createdAt)
+                binds.append(draft.notBefore)
+                binds.append(draft.maxAttempts.map(Int64.init))
+                binds.append(draft.expiresAt)
+            }
+            try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
+        }
+        for queue in Set(drafts.map(\.queue)) {
+            try await connection.query("SELECT pg_notify(\(channel), \(queue))", logger: logger)
+        }
+        return drafts.map(\.id)
+    }
+
+    // MARK: - Leasing
+
+    public func lease(queue: String, limit: Int, cap: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] {
+        guard limit > 0, cap > 0 else { return [] }
+        let token = UUID()
+        return try await run("lease entries") {
+            try await entries(
+                client.query(
+                    """
+                    SELECT * FROM \(unescaped: schema).claim(\(queue), \(Int64(limit)), \(Int64(cap)), \(now),
+                                                             \(token), \(workerName), \(duration.seconds))
+                    """,
+                    logger: logger
+                )
+            ).sorted { $0.sequence < $1.sequence }
+        }
+    }
+
+    public func leaseHead(queue: String, now: Date, for duration: Duration) async throws -> OfflineEntry? {
+        let token = UUID()
+        return try await run("lease the head entry") {
+            // The oldest pending entry, if it is due and free; a concurrent claim of the same row
+            // waits, then finds it leased and takes nothing.
+            try await entries(
+                client.query(
+                    """
+                    UPDATE \(unescaped: schema).entry e SET lease_token = \(token), lease_owner = \(workerName),
+                        lease_expires_at = clock_timestamp() + make_interval(secs => \(duration.seconds))
+                    WHERE e.sequence = (SELECT sequence FROM \(unescaped: schema).entry
+                                        WHERE queue = \(queue) AND dead_at IS NULL ORDER BY sequence LIMIT 1)
+                      AND e.not_before <= \(now)
+                      AND (e.lease_token IS NULL OR e.lease_expires_at <= clock_timestamp())
+                    RETURNING e.*
+                    """,
+                    logger: logger
+                )
+            ).first
+        }
+    }
+
+    public func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool {
+        // The length asked for, measured from the database's clock.
+        let seconds = max(0, expiry.timeIntervalSinceNow)
+        return try await run("extend a lease") {
+            try await changed(
+                client.query(
+                    """
+                    UPDATE \(unescaped: schema).entry
+                    SET lease_expires_at = clock_timestamp() + make_interval(secs => \(seconds))
+                    WHERE id = \(id) AND lease_token = \(lease) RETURNING 1
+                    """,
+                    logger: logger
+                )
+            )
+        }
+    }
+
+    // MARK: - Fenced outcomes
+
+    public func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool {
+        try await run("remove a delivered entry") {
+            try await changed(
+                client.query(
+                    """
+                    WITH done AS (DELETE FROM \(unescaped: schema).entry WHERE id = \(id) AND lease_token = \(lease)
+                                  RETURNING queue)
+                    SELECT pg_notify(\(channel), queue) FROM done
+                    """,
+                    logger: logger
+                )
+            )
+        }
+    }
+
+    public func reschedule(
+        _ id: OfflineEntry.ID,
+        lease: UUID,
+        notBefore: Date,
+        attempt: OfflineEntry.AttemptRecord,
+        countsAttempt: Bool
+    ) async throws -> Bool {
+        try await run("reschedule an entry") {
+            try await changed(
+                client.query(
+                    """
+                    WITH done AS (
+                        UPDATE \(unescaped: schema).entry SET lease_token = NULL, lease_owner = NULL,
+                            lease_expires_at = NULL, not_before = greatest(not_before, \(notBefore)),
+                            paused_until = \(notBefore), attempts = attempts + \(countsAttempt ? Int64(1) : 0),
+                            last_attempt_at = \(attempt.date), last_status = \(attempt.status.map(Int64.init)),
+                            last_error = \(attempt.error)
+                        WHERE id = \(id) AND lease_token = \(lease) RETURNING queue)
+                    SELECT pg_notify(\(channel), queue) FROM done
+                    """,
+                    logger: logger
+                )
+            )
+        }
+    }
+
+    public func bury(
+        _ id: OfflineEntry.ID,
+        lease: UUID,
+        reason: String,
+        attempt: OfflineEntry.AttemptRecord?,
+        countsAttempt: Bool
+    ) async throws -> Bool {
+        try await run("set an entry aside") {
+            try await changed(
+                client.query(
+                    """
+                    WITH done AS (
+                        UPDATE \(unescaped: schema).entry SET lease_token = NULL, lease_owner = NULL,
+                            lease_expires_at = NULL, dead_at = coalesce(\(attempt?.date), clock_timestamp()),
+                            dead_reason = \(reason), attempts = attempts + \(countsAttempt ? Int64(1) : 0),
+                            last_attempt_at = coalesce(\(attempt?.date), last_attempt_at),
+                            last_status = coalesce(\(attempt?.status.map(Int64.init)), last_status),
+                            last_error = coalesce(\(attempt?.error), last_error)
+                        WHERE id = \(id) AND lease_token = \(lease) RETURNING queue)
+                    SELECT pg_notify(\(channel), queue) FROM done
+                    """,
+                    logger: logger
+                )
+            )
+        }
+    }
+
+    // MARK: - Pending entries
+
+    public func replacePending(
+        queue: String,
+        ids: [OfflineEntry.ID],
+        with drafts: [OfflineEntry.Draft]
+    ) async throws -> Bool {
+        try await transaction("replace pending entries") { connection in
+            var sequences: [Int64] = []
+            for id in ids {
+                var found: Int64?
+                for try await sequence in try await connection.query(
+                    """
+                    SELECT sequence FROM \(unescaped: schema).entry
+                    WHERE id = \(id) AND queue = \(queue) AND dead_at IS NULL AND lease_token IS NULL FOR UPDATE
+                    """,
+                    logger: logger
+                ).decode(Int64.self) {
+                    found = sequence
+                }
+                guard let found else { return false }
+                sequences.append(found)
+            }
+            guard let first = sequences.min() else { return true }
+            try await connection.query("DELETE FROM \(unescaped: schema).entry WHERE sequence = ANY(\(sequences))", logger: logger)
+            // The replacements take the first one's place: the entries after it move up (two
+            // steps, so that no sequence is ever held twice), then the new ones fill the gap.
+            let shift = Int64(drafts.count)
+            if shift > 0 {
+                try await connection.query(
+                    """
+                    UPDATE \(unescaped: schema).entry SET sequence = -sequence - \(shift)
+                    WHERE queue = \(queue) AND sequence > \(first)
+                    """,
+                    logger: logger
+                )
+                try await connection.query(
+                    "UPDATE \(unescaped: schema).entry SET sequence = -sequence WHERE queue = \(queue) AND sequence < 0",
+                    logger: logger
+                )
+            }
+            for (offset, draft) in drafts.enumerated() {
+                try await connection.query(
+                    """
+                    INSERT INTO \(unescaped: schema).entry (sequence, id, queue, payload, idempotency_key, dedupe_key,
+                        created_at, not_before, max_attempts, expires_at)
+                    VALUES (\(first + Int64(offset)), \(draft.id), \(draft.queue), \(draft.payload),
+                            \(draft.idempotencyKey), \(draft.dedupeKey), \(draft.createdAt), \(draft.notBefore),
+                            \(draft.maxAttempts.map(Int64.init)), \(draft.expiresAt))
+                    """,
+                    logger: logger
+                )
+            }
+            try await connection.query("SELECT pg_notify(\(channel), \(queue))", logger: logger)
+            return true
+        }
+    }
+
+    public func setAside(_ ids: [OfflineEntry.ID], reason: String, now: Date) async throws {
+        guard !ids.isEmpty else { return }
+        try await run("set entries aside") {
+            try await client.query(
+                """
+                UPDATE \(unescaped: schema).entry SET dead_at = \(now), dead_reason = \(reason)
+                WHERE id = ANY(\(ids)) AND dead_at IS NULL AND lease_token IS NULL
+                """,
+                logger: logger
+            )
+        }
+    }
+
+    public func clearPauses(queue: String, now: Date) async throws {
+        try await run("clear pauses") {
+            // Only pauses: a scheduled entry's own `not_before` is later than its pause, or it has none.
+            try await client.query(
+                """
+                WITH done AS (
+                    UPDATE \(unescaped: schema).entry SET not_before = \(now), paused_until = NULL
+                    WHERE queue = \(queue) AND dead_at IS NULL AND paused_until IS NOT NULL
+                      AND not_before > \(now) AND not_before <= paused_until
+                    RETURNING queue)
+                SELECT pg_notify(\(channel), \(queue)) WHERE EXISTS (SELECT 1 FROM done)
+                """,
+                logger: logger
+            )
+        }
+    }
+
+    /// The earliest date an entry of `queue` may be claimed: an unleased entry's `notBefore`, or
+    /// a leased one's lease expiry (its worker may die).
+    public func nextDue(queue: String) async throws -> Date? {
+        try await run("find the next due entry") {
+            var next: Date?
+            for try await date in try await client.query(
+                """
+                SELECT min(CASE WHEN lease_token IS NULL THEN not_before
+                                ELSE greatest(not_before, lease_expires_at) END)
+                FROM \(unescaped: schema).entry WHERE queue = \(queue) AND dead_at IS NULL
+                """,
+                logger: logger
+            ).decode(Date?.self) {
+                next = date
+            }
+            return next
+        }
+    }
+
+    public func count(queue: String) async throws -> Int {
+        try await run("count entries") {
+            var count = 0
+            for try await value in try await client.query(
+                "SELECT count(*) FROM \(unescaped: schema).entry WHERE queue = \(queue) AND dead_at IS NULL",
+                logger: logger
+            ).decode(Int.self) {
+                count = value
+            }
+            return count
+        }
+    }
+
+    public func list(queue: String) async throws -> [OfflineEntry] {
+        try await run("list entries") {
+            try await entries(
+                client.query(
+                    "SELECT * FROM \(unescaped: schema).entry WHERE queue = \(queue) AND dead_at IS NULL ORDER BY sequence",
+                    logger: logger
+                )
+            )
+        }
+    }
+
+    public func deadLetters(queue: String) async throws -> [OfflineEntry] {
+        try await run("list dead letters") {
+            try await entries(
+                client.query(
+                    """
+                    SELECT * FROM \(unescaped: schema).entry WHERE queue = \(queue) AND dead_at IS NOT NULL
+                    ORDER BY dead_at, sequence
+                    """,
+                    logger: logger
+                )
+            )
+        }
+    }
+
+    public func retryDeadLetter(_ id: OfflineEntry.ID, now: Date) async throws {
+        let moved = try await run("retry a dead letter") {
+            // Back at the end of its queue: a new sequence, attempts from zero, no expiry.
+            try await changed(
+                client.query(
+                    """
+                    WITH moved AS (
+                        UPDATE \(unescaped: schema).entry SET sequence = DEFAULT, dead_at = NULL, dead_reason = NULL,
+                            attempts = 0, not_before = \(now), paused_until = NULL, expires_at = NULL
+                        WHERE id = \(id) AND dead_at IS NOT NULL RETURNING queue)
+                    SELECT pg_notify(\(channel), queue) FROM moved
+                    """,
+                    logger: logger
+                )
+            )
+        }
+        if !moved { throw OfflineStoreError(.notFound, message: "no dead letter \(id)") }
+    }
+
+    public func remove(_ id: OfflineEntry.ID) async throws {
+        try await run("remove an entry") {
+            try await client.query(
+                """
+                WITH done AS (DELETE FROM \(unescaped: schema).entry WHERE id = \(id) RETURNING queue)
+                SELECT pg_notify(\(channel), queue) FROM done
+                """,
+                logger: logger
+            )
+        }
+    }
+
+    public func removeAll(queue: String) async throws {
+        try await run("remove all entries") {
+            try await client.query("DELETE FROM \(unescaped: schema).entry WHERE queue = \(queue)", logger: logger)
+        }
+    }
+
+    // MARK: - Plumbing
+
+    /// Runs `body` in a transaction on one connection of the pool.
+    func transaction<T: Sendable>(_ what: String, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await client.withConnection { connection in
+                try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
+            }
+        } catch let error as PostgresTransactionError {
+            let underlying = error.closureError ?? error.beginError ?? error.commitError ?? error.rollbackError
+            if let refusal = underlying as? OfflineStoreError { throw refusal }
+            throw Self.storeError(underlying ?? error, doing: what)
+        } catch let error as OfflineStoreError {
+            throw error
+        } catch {
+            throw Self.storeError(error, doing: what)
+        }
+    }
+
+    /// Whether a fenced statement changed its row (it returns one row when it did).
+    func changed(_ rows: PostgresRowSequence) async throws -> Bool {
+        var any = false
+        for try await _ in rows { any = true }
+        return any
+    }
+
+    /// Reads whole `entry` rows.
+    func entries(_ rows: PostgresRowSequence) async throws -> [OfflineEntry] {
+        var entries: [OfflineEntry] = []
+        for try await row in rows {
+            let columns = row.makeRandomAccess()
+            func value<T: PostgresDecodable>(_ name: String, _ type: T.Type = T.self) throws -> T {
+                try columns[name].decode(T.self)
+            }
+            let leaseToken: UUID? = try value("lease_token")
+            let leaseExpiry: Date? = try value("lease_expires_at")
+            let lastAttemptAt: Date? = try value("last_attempt_at")
+            let deadAt: Date? = try value("dead_at")
+            entries.append(
+                OfflineEntry(
+                    id: try value("id"),
+                    queue: try value("queue"),
+                    sequence: try value("sequence"),
+                    payload: try value("payload"),
+                    idempotencyKey: try value("idempotency_key"),
+                    dedupeKey: try value("dedupe_key"),
+                    createdAt: try value("created_at"),
+                    notBefore: try value("not_before"),
+                    attempts: Int(try value("attempts", Int64.self)),
+                    maxAttempts: try value("max_attempts", Int64?.self).map(Int.init),
+                    expiresAt: try value("expires_at"),
+                    lease: leaseToken.map { OfflineEntry.Lease(token: $0, expiresAt: leaseExpiry ?? Date()) },
+                    lastAttempt: try lastAttemptAt.map {
+                        OfflineEntry.AttemptRecord(
+                            date: $0,
+                            status: try value("last_status", Int64?.self).map(Int.init),
+                            error: try value("last_error")
+                        )
+                    },
+                    deadLetter: try deadAt.map { OfflineEntry.DeadLetter(date: $0, reason: try value("dead_reason", String?.self) ?? "") }
+                )
+            )
+        }
+        return entries
+    }
+}

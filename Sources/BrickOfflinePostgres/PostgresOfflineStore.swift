@@ -1,0 +1,179 @@
+import BrickOffline
+import BrickRequest
+import Foundation
+import Logging
+import PostgresNIO
+
+/// An ``OfflineStore`` in PostgreSQL, shared by every process of a fleet: a
+/// `PersistentRequestQueue` or `OfflineRequestManager` on it in each worker delivers the queue
+/// together with the others.
+///
+/// ```swift
+/// let client = PostgresClient(configuration: try PostgresOfflineStore.clientConfiguration())  // PG* variables
+/// Task { await client.run() }                                   // the client is yours to run
+/// let store = try await PostgresOfflineStore(client: client)    // schema "brick_offline", migrated here
+/// let queue = PersistentRequestQueue(name: "webhooks", store: store, session: .shared,
+///                                    simultaneousRequestCap: 64)
+/// queue.startProcessing()
+/// ```
+///
+/// **Claims.** One statement leases up to a batch of due entries (`FOR UPDATE SKIP LOCKED`) and
+/// stamps them with this worker's name, a fresh token and an expiry taken from the database's
+/// clock (so workers' clocks need not agree); the HTTP call runs outside any transaction. A queue's
+/// `simultaneousRequestCap` is enforced here, for the whole fleet: claims of a capped queue take
+/// turns on a transaction-scoped advisory lock and count the live leases first.
+///
+/// **Fencing.** Completing, rescheduling, burying and extending name the lease's token
+/// (`WHERE id = $1 AND lease_token = $2`): a worker whose lease lapsed and was taken over changes
+/// nothing, and is told so (`false`).
+///
+/// **Heartbeats.** A queue or manager extends the lease of each running attempt every third of
+/// ``leaseDuration`` (default 10 s): a healthy attempt is never taken from its worker however long
+/// it runs, and a dead worker's entries are taken by another one within about two lease lengths.
+///
+/// **Wake-ups.** Every change that makes work (an add, a reschedule, a finished or handed-back
+/// entry) sends one `NOTIFY` per transaction and queue; idle workers `LISTEN` on one pooled
+/// connection and poll now and then in case a notification was missed. ``WakeUps/pollOnly(every:)``
+/// is for poolers that break `LISTEN` (PgBouncer in transaction mode).
+///
+/// **The hot table stays small.** A delivered entry is deleted in the statement that completes it;
+/// dead letters stay (few) but are not in the claim's index.
+///
+/// The database's password never appears in what the store logs, throws or describes.
+public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
+    /// How idle workers learn that there is work.
+    public enum WakeUps: Sendable, Hashable {
+        /// `LISTEN` on one connection of the pool (it holds it while a queue runs), and poll every
+        /// `fallbackPoll` in case a notification was lost (a dropped connection).
+        case notify(fallbackPoll: Duration = .seconds(5))
+        /// No `LISTEN`: look every `every` (for PgBouncer in transaction mode, which breaks it).
+        case pollOnly(every: Duration = .milliseconds(500))
+    }
+
+    /// The user's client: it runs the pool; the store only borrows connections.
+    public let client: PostgresClient
+    /// The schema that holds the store's tables (created and migrated by the store).
+    public let schema: String
+    /// How long a lease lasts before another worker may take the entry (extended while it runs).
+    public let leaseDuration: Duration
+    /// How idle workers learn that there is work.
+    public let wakeUpMode: WakeUps
+    /// This worker's name, stamped on its leases (`lease_owner`): host name, process id and a
+    /// random suffix, unless given.
+    public let workerName: String
+
+    let logger: Logger
+    let listener: NotificationListener
+
+    /// The channel that `NOTIFY` and `LISTEN` use: one per schema, the queue's name as payload.
+    var channel: String { "\(schema)_wake" }
+
+    /// Opens the store in `schema` of the database `client` connects to, creating and migrating
+    /// its tables first (several workers may start at once: migrations take turns on an advisory
+    /// lock).
+    ///
+    /// - Parameters:
+    ///   - client: A `PostgresClient` that you run (`await client.run()`, or as a `Service`).
+    ///     Its pool must allow at least two connections: with ``WakeUps/notify(fallbackPoll:)`` the
+    ///     store keeps one for `LISTEN` while a queue runs.
+    ///   - schema: Where the tables live: lower-case letters, digits and `_`, starting with a
+    ///     letter or `_`, at most 58 characters. Default `brick_offline`.
+    ///   - leaseDuration: How long a lease lasts (at least 1 s). Default 10 s: a dead worker's
+    ///     entries come back within about 20 s.
+    ///   - wakeUps: `LISTEN`/`NOTIFY` with a fallback poll (default), or polling only.
+    ///   - workerName: Stamped on this worker's leases, for operators. Default host:pid:random.
+    ///   - logger: Where the store logs (a lost listener connection, its return).
+    /// - Throws: ``OfflineStoreError`` when the schema name is not valid or the database cannot
+    ///   be reached or migrated.
+    public init(
+        client: PostgresClient,
+        schema: String = "brick_offline",
+        leaseDuration: Duration = .seconds(10),
+        wakeUps: WakeUps = .notify(),
+        workerName: String? = nil,
+        logger: Logger = Logger(label: "BrickOfflinePostgres")
+    ) async throws {
+        guard Self.isValidSchemaName(schema) else {
+            throw OfflineStoreError(
+                .io,
+                message: "the schema name \(schema.debugDescription) is not valid: use lower-case letters, digits and _, starting with a letter or _, at most 58 characters"
+            )
+        }
+        guard leaseDuration >= .seconds(1) else {
+            throw OfflineStoreError(.io, message: "a lease must last at least 1 s (heartbeats extend it every third)")
+        }
+        self.client = client
+        self.schema = schema
+        self.leaseDuration = leaseDuration
+        self.wakeUpMode = wakeUps
+        self.workerName = workerName ?? Self.defaultWorkerName()
+        self.logger = logger
+        self.listener = NotificationListener(client: client, channel: "\(schema)_wake", logger: logger)
+        try await PostgresSchema.migrate(client: client, schema: schema, logger: logger)
+    }
+
+    /// `PostgresOfflineStore(schema: …, worker: …)`: never the connection's settings or password.
+    public var description: String {
+        "PostgresOfflineStore(schema: \(schema), worker: \(workerName), lease: \(leaseDuration))"
+    }
+
+    /// How often a queue on this store looks for work in case a wake-up was missed.
+    public var pollInterval: Duration? {
+        switch wakeUpMode {
+        case .notify(let fallbackPoll): return fallbackPoll
+        case .pollOnly(let every): return every
+        }
+    }
+
+    /// Yields when another worker made work for `queue` (with ``WakeUps/notify(fallbackPoll:)``).
+    public func wakeUps(queue: String) -> AsyncStream<Void>? {
+        guard case .notify = wakeUpMode else { return nil }
+        return listener.stream(queue: queue)
+    }
+
+    static func isValidSchemaName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, name.unicodeScalars.count <= 58 else { return false }
+        guard first == "_" || ("a"..."z").contains(first) else { return false }
+        return name.unicodeScalars.allSatisfy { $0 == "_" || ("a"..."z").contains($0) || ("0"..."9").contains($0) }
+    }
+
+    static func defaultWorkerName() -> String {
+        let host = ProcessInfo.processInfo.hostName
+        return "\(host):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
+    }
+
+    // MARK: - Errors
+
+    /// Runs `body`, turning a database failure into an ``OfflineStoreError`` that names what was
+    /// being done and what the server said — never the connection's settings.
+    @discardableResult
+    func run<T>(_ what: String, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as OfflineStoreError {
+            throw error
+        } catch {
+            throw Self.storeError(error, doing: what)
+        }
+    }
+
+    static func storeError(_ error: any Error, doing what: String) -> OfflineStoreError {
+        guard let error = error as? PSQLError else {
+            if error is CancellationError { return OfflineStoreError(.io, message: "cannot \(what): cancelled") }
+            return OfflineStoreError(.io, message: "cannot \(what): \(type(of: error))")
+        }
+        let state = error.serverInfo?[.sqlState]
+        let said = error.serverInfo?[.message].map { ": \($0)" } ?? ""
+        switch state {
+        case "23505"?:
+            return OfflineStoreError(.duplicate, message: "cannot \(what): a pending entry has the same dedupe key")
+        case "53100"?:
+            return OfflineStoreError(.diskFull, message: "cannot \(what): the database's disk is full\(said)")
+        case let state?:
+            return OfflineStoreError(.io, message: "cannot \(what): PostgreSQL error \(state)\(said)")
+        case nil:
+            // A connection-level failure: its code says which (connectionError, serverClosedConnection, …).
+            return OfflineStoreError(.io, message: "cannot \(what): PostgreSQL \(error.code)")
+        }
+    }
+}

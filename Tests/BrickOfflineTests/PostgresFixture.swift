@@ -1,0 +1,166 @@
+import BrickOffline
+import BrickOfflinePostgres
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+import Testing
+
+/// A private PostgreSQL server for the test process: `Scripts/private-postgres.sh` makes a cluster
+/// in a temporary directory (initdb, an unprivileged user, a free port on 127.0.0.1), started once;
+/// its watchdog stops it and removes the directory when this process ends, however it ends. Each
+/// test works in a schema of its own.
+final class PostgresFixture: Sendable {
+    let directory: String
+    let host = "127.0.0.1"
+    let port: Int
+    let user = "brick"
+    let password: String
+    let database = "brick"
+
+    struct FixtureError: Error, CustomStringConvertible {
+        var message: String
+        var description: String { message }
+    }
+
+    static let shared: Result<PostgresFixture, FixtureError> = Result { try PostgresFixture() }.mapError {
+        $0 as? FixtureError ?? FixtureError(message: "\($0)")
+    }
+
+    /// The shared server, or a test failure that says why there is none.
+    static func server() throws -> PostgresFixture {
+        try shared.get()
+    }
+
+    static var script: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Scripts/private-postgres.sh").path
+    }
+
+    private init() throws {
+        directory = NSTemporaryDirectory() + "brick-postgres-" + UUID().uuidString
+        let output = try Self.run(Self.script, ["start", directory, "\(getpid())"])
+        guard output.status == 0 else {
+            throw FixtureError(
+                message: "cannot start a private PostgreSQL (install Debian's postgresql package): \(output.text)"
+            )
+        }
+        var variables: [String: String] = [:]
+        for word in output.text.split(whereSeparator: { $0 == " " || $0 == "\n" }) where word.contains("=") {
+            let parts = word.split(separator: "=", maxSplits: 1)
+            variables[String(parts[0])] = String(parts[1])
+        }
+        guard let port = variables["PGPORT"].flatMap(Int.init), let password = variables["PGPASSWORD"] else {
+            throw FixtureError(message: "private-postgres.sh printed no port: \(output.text)")
+        }
+        self.port = port
+        self.password = password
+    }
+
+    /// The variables `libpq` (and ``PostgresOfflineStore/clientConfiguration(environment:)``) read.
+    var environment: [String: String] {
+        ["PGHOST": host, "PGPORT": "\(port)", "PGUSER": user, "PGPASSWORD": password, "PGDATABASE": database]
+    }
+
+    /// A client configuration for the server, with a small pool.
+    func configuration(connections: Int = 8) -> PostgresClient.Configuration {
+        var configuration = PostgresClient.Configuration(
+            host: host, port: port, username: user, password: password, database: database, tls: .disable
+        )
+        configuration.options.maximumConnections = connections
+        return configuration
+    }
+
+    /// `pg_ctl restart` of the server (same port, same data).
+    func restart() throws {
+        let output = try Self.run(Self.script, ["restart", directory])
+        guard output.status == 0 else { throw FixtureError(message: "restart failed: \(output.text)") }
+    }
+
+    /// A schema name no other test uses.
+    static func freshSchema() -> String {
+        "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
+    }
+
+    static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, text: String) {
+        // Subprocess (posix_spawn and waitpid): Foundation's Process waits on a run loop that a
+        // test process's blocked threads may never turn.
+        let command = ([executable] + arguments).map { "'\($0)'" }.joined(separator: " ")
+        do {
+            return (0, try Subprocess.run(command + " 2>&1"))
+        } catch {
+            return (1, "\(error)")
+        }
+    }
+}
+
+/// A running `PostgresClient`, stopped by `shutdown()`.
+final class RunningClient: Sendable {
+    let client: PostgresClient
+    private let task: Task<Void, Never>
+
+    init(_ configuration: PostgresClient.Configuration) {
+        let client = PostgresClient(configuration: configuration)
+        self.client = client
+        self.task = Task { await client.run() }
+    }
+
+    func shutdown() {
+        task.cancel()
+    }
+}
+
+/// Which store a scenario runs on.
+enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite, postgres
+    var testDescription: String { self == .sqlite ? "SQLite" : "PostgreSQL" }
+}
+
+/// Where a test's store lives — a directory or a schema — opened as often as the test restarts
+/// (a new store object each time, as a new process would make).
+final class StorePlace: Sendable {
+    let kind: StoreKind
+    let directory: URL
+    let schema: String
+    private let clients = Mutex<[RunningClient]>([])
+
+    init(kind: StoreKind, directory: URL) {
+        self.kind = kind
+        self.directory = directory
+        self.schema = PostgresFixture.freshSchema()
+    }
+
+    /// Opens the store `name` (a file for SQLite; the place's schema for PostgreSQL).
+    func open(
+        _ name: String,
+        leaseDuration: Duration = .seconds(10),
+        wakeUps: PostgresOfflineStore.WakeUps = .notify()
+    ) async throws -> any OfflineStore {
+        switch kind {
+        case .sqlite:
+            return try SQLiteOfflineStore(name: name, directory: directory)
+        case .postgres:
+            let client = RunningClient(try PostgresFixture.server().configuration())
+            clients.withLock { $0.append(client) }
+            return try await PostgresOfflineStore(
+                client: client.client, schema: schema, leaseDuration: leaseDuration, wakeUps: wakeUps
+            )
+        }
+    }
+
+    func shutdown() {
+        clients.withLock { clients in
+            clients.forEach { $0.shutdown() }
+            clients = []
+        }
+    }
+}
+
+/// Runs `body` with a fresh place for a store of `kind`, cleaned up afterwards.
+func withStorePlace<T>(_ kind: StoreKind, _ body: (StorePlace) async throws -> T) async throws -> T {
+    try await withDirectory { directory in
+        let place = StorePlace(kind: kind, directory: directory)
+        defer { place.shutdown() }
+        return try await body(place)
+    }
+}

@@ -1,0 +1,169 @@
+import BrickOffline
+import BrickOfflinePostgres
+import Foundation
+import Testing
+
+/// What every ``OfflineStore`` promises, checked on SQLite and on PostgreSQL alike: claims, fencing
+/// by token, the in-flight cap, strict head-of-line leases, dedupe, dead letters, pauses.
+@Suite("The store contract, on both stores", .timeLimit(.minutes(2)))
+struct StoreContractTests {
+    static func drafts(_ count: Int, queue: String = "q", notBefore: Date? = nil) -> [OfflineEntry.Draft] {
+        (0..<count).map { index in
+            OfflineEntry.Draft(queue: queue, payload: Data("entry \(index)".utf8), createdAt: Date(), notBefore: notBefore)
+        }
+    }
+
+    @Test("leases go oldest first, in batches; a leased entry is not leased again until its lease lapses", arguments: StoreKind.allCases)
+    func batches(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try await place.open("q")
+            let ids = try await store.add(Self.drafts(5), dedupe: .reject)
+            let first = try await store.lease(queue: "q", limit: 2, now: Date(), for: .seconds(60))
+            #expect(first.map(\.id) == Array(ids[0..<2]))
+            let second = try await store.lease(queue: "q", limit: 10, now: Date(), for: .seconds(60))
+            #expect(second.map(\.id) == Array(ids[2..<5]))
+            #expect(try await store.lease(queue: "q", limit: 10, now: Date(), for: .seconds(60)).isEmpty)
+            #expect(try await store.count(queue: "q") == 5)
+            #expect(Set(first.compactMap(\.lease?.token)).count == 1)
+        }
+    }
+
+    @Test("complete, reschedule, bury and extend need the current token: a stale worker changes nothing", arguments: StoreKind.allCases)
+    func fencing(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try await place.open("q")
+            let ids = try await store.add(Self.drafts(1), dedupe: .reject)
+            // A short lease that lapses; another worker takes the entry with a new token.
+            let stale = try #require(try await store.lease(queue: "q", limit: 1, now: Date(), for: .milliseconds(50)).first)
+            var fresh: OfflineEntry?
+            let deadline = ContinuousClock.now + .seconds(30)
+            while fresh == nil && ContinuousClock.now < deadline {
+                fresh = try await store.lease(queue: "q", limit: 1, now: Date(), for: .seconds(60)).first
+                if fresh == nil { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            let holder = try #require(fresh)
+            #expect(holder.id == ids[0])
+            let staleToken = try #require(stale.lease?.token)
+            let record = OfflineEntry.AttemptRecord(date: Date(), status: 500, error: "stale")
+            #expect(try await store.extend(ids[0], lease: staleToken, until: Date().addingTimeInterval(60)) == false)
+            #expect(try await store.reschedule(ids[0], lease: staleToken, notBefore: Date(), attempt: record, countsAttempt: true) == false)
+            #expect(try await store.bury(ids[0], lease: staleToken, reason: "stale", attempt: record, countsAttempt: true) == false)
+            #expect(try await store.complete(ids[0], lease: staleToken) == false)
+            let entry = try #require(try await store.list(queue: "q").first)
+            #expect(entry.attempts == 0 && entry.lastAttempt == nil && entry.lease?.token == holder.lease?.token)
+            #expect(try await store.deadLetters(queue: "q").isEmpty)
+            // The holder's writes apply.
+            let token = try #require(holder.lease?.token)
+            #expect(try await store.extend(ids[0], lease: token, until: Date().addingTimeInterval(60)))
+            #expect(try await store.complete(ids[0], lease: token))
+            #expect(try await store.count(queue: "q") == 0)
+        }
+    }
+
+    @Test("the cap bounds live leases of a queue, whoever holds them; a finished entry frees its place", arguments: StoreKind.allCases)
+    func cap(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try await place.open("q")
+            _ = try await store.add(Self.drafts(6), dedupe: .reject)
+            let a = try await store.lease(queue: "q", limit: 10, cap: 2, now: Date(), for: .seconds(60))
+            #expect(a.count == 2)
+            #expect(try await store.lease(queue: "q", limit: 10, cap: 2, now: Date(), for: .seconds(60)).isEmpty)
+            #expect(try await store.complete(a[0].id, lease: try #require(a[0].lease?.token)))
+            let b = try await store.lease(queue: "q", limit: 10, cap: 2, now: Date(), for: .seconds(60))
+            #expect(b.map(\.sequence) == [a[1].sequence + 1])
+        }
+    }
+
+    @Test("leaseHead leases only the oldest pending entry, and nothing while it is paused or leased", arguments: StoreKind.allCases)
+    func head(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try await place.open("q")
+            let ids = try await store.add(Self.drafts(2), dedupe: .reject)
+            let head = try #require(try await store.leaseHead(queue: "q", now: Date(), for: .seconds(60)))
+            #expect(head.id == ids[0])
+            #expect(try await store.leaseHead(queue: "q", now: Date(), for: .seconds(60)) == nil)
+            let record = OfflineEntry.AttemptRecord(date: Date(), status: nil, error: "offline")
+            let later = Date().addingTimeInterval(3600)
+            #expect(try await store.reschedule(ids[0], lease: try #require(head.lease?.token), notBefore: later, attempt: record, countsAttempt: false))
+            #expect(try await store.leaseHead(queue: "q", now: Date(), for: .seconds(60)) == nil)
+            #expect(try await store.nextDue(queue: "q") != nil)
+            try await store.clearPauses(queue: "q", now: Date())
+            #expect(try await store.leaseHead(queue: "q", now: Date(), for: .seconds(60))?.id == ids[0])
+        }
+    }
+
+    @Test("dedupe: reject refuses, replace takes the pending one's place; a leased one is never replaced", arguments: StoreKind.allCases)
+    func dedupe(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try await place.open("q")
+            func draft(_ text: String) -> OfflineEntry.Draft {
+                OfflineEntry.Draft(queue: "q", payload: Data(text.utf8), dedupeKey: "k", createdAt: Date())
+            }
+            _ = try await store.add([draft("one")], dedupe: .reject)
+            await #expect(throws: OfflineStoreError.self) { _ = try await store.add([draft("two")], dedupe: .reject) }
+            let replaced = try await store.add([draft("three")], dedupe: .replace)
+            #expect(try await store.list(queue: "q").map(\.id) == replaced)
+            _ = try await store.lease(queue: "q", limit: 1, now: Date(), for: .seconds(60))
+            do {
+                _ = try await store.add([draft("four")], dedupe: .replace)
+                Issue.record("a leased entry was replaced")
+            } catch let error as OfflineStoreError {
+                #expect(error.kind == .duplicate)
+            }
+        }
+    }
+
+    @Test("replacePending puts the new entries where the first replaced one was", arguments: StoreKind.allCases)
+    func replace(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try await place.open("q")
+            let ids = try await store.add(Self.drafts(4), dedupe: .reject)
+            let merged = OfflineEntry.Draft(queue: "q", payload: Data("merged".utf8), createdAt: Date())
+            #expect(try await store.replacePending(queue: "q", ids: [ids[1], ids[2]], with: [merged]))
+            #expect(try await store.list(queue: "q").map(\.id) == [ids[0], merged.id, ids[3]])
+            _ = try await store.lease(queue: "q", limit: 1, now: Date(), for: .seconds(60))
+            let other = OfflineEntry.Draft(queue: "q", payload: Data("x".utf8), createdAt: Date())
+            #expect(try await store.replacePending(queue: "q", ids: [ids[0]], with: [other]) == false)
+        }
+    }
+
+    @Test("a buried entry is a dead letter with its reason; retried, it is pending again at the end with attempts from zero", arguments: StoreKind.allCases)
+    func deadLetters(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try await place.open("q")
+            let ids = try await store.add(Self.drafts(2), dedupe: .reject)
+            let leased = try #require(try await store.lease(queue: "q", limit: 1, now: Date(), for: .seconds(60)).first)
+            let record = OfflineEntry.AttemptRecord(date: Date(), status: 410, error: "status 410")
+            #expect(try await store.bury(leased.id, lease: try #require(leased.lease?.token), reason: "gone", attempt: record, countsAttempt: true))
+            let dead = try await store.deadLetters(queue: "q")
+            #expect(dead.map(\.id) == [ids[0]])
+            #expect(dead.first?.deadLetter?.reason == "gone" && dead.first?.attempts == 1 && dead.first?.lastAttempt?.status == 410)
+            #expect(try await store.count(queue: "q") == 1)
+            try await store.retryDeadLetter(ids[0], now: Date())
+            #expect(try await store.list(queue: "q").map(\.id) == [ids[1], ids[0]])
+            #expect(try await store.list(queue: "q").last?.attempts == 0)
+            await #expect(throws: OfflineStoreError.self) { try await store.retryDeadLetter(UUID(), now: Date()) }
+            try await store.setAside([ids[1]], reason: "stale", now: Date())
+            #expect(try await store.deadLetters(queue: "q").map(\.id) == [ids[1]])
+            try await store.remove(ids[1])
+            try await store.removeAll(queue: "q")
+            #expect(try await store.count(queue: "q") == 0)
+            #expect(try await store.deadLetters(queue: "q").isEmpty)
+        }
+    }
+
+    @Test("clearPauses makes paused entries due, not scheduled ones", arguments: StoreKind.allCases)
+    func pauses(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try await place.open("q")
+            let later = Date().addingTimeInterval(3600)
+            let ids = try await store.add(Self.drafts(1) + Self.drafts(1, notBefore: later), dedupe: .reject)
+            let leased = try #require(try await store.lease(queue: "q", limit: 1, now: Date(), for: .seconds(60)).first)
+            let record = OfflineEntry.AttemptRecord(date: Date(), status: 503, error: "status 503")
+            _ = try await store.reschedule(leased.id, lease: try #require(leased.lease?.token), notBefore: later, attempt: record, countsAttempt: true)
+            #expect(try await store.lease(queue: "q", limit: 5, now: Date(), for: .seconds(60)).isEmpty)
+            try await store.clearPauses(queue: "q", now: Date())
+            #expect(try await store.lease(queue: "q", limit: 5, now: Date(), for: .seconds(60)).map(\.id) == [ids[0]])
+        }
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+
+/// Runs `/bin/sh -c` with `posix_spawn`, closing every inherited descriptor above stderr.
+///
+/// Foundation's `Process.run()` crashed here (a bad memcpy) while other tests in the same process
+/// held over a thousand sockets; spawning directly avoids it, and `closefrom` keeps children from
+/// holding the test's sockets open.
+enum Subprocess {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// glibc ≥ 2.34's `posix_spawn_file_actions_addclosefrom_np`, which the Swift overlay does not
+    /// import (it needs `_GNU_SOURCE`).
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private static let addCloseFrom: AddCloseFrom? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")
+        else { return nil }
+        return unsafeBitCast(symbol, to: AddCloseFrom.self)
+    }()
+
+    /// Runs a script to completion and returns its combined output; throws on a non-zero exit.
+    @discardableResult
+    static func run(_ script: String) throws -> String {
+        var pipeFDs: [Int32] = [0, 0]
+        guard pipe(&pipeFDs) == 0 else { throw Failure(description: "pipe failed") }
+        let pid = try spawn(script, stdout: pipeFDs[1])
+        close(pipeFDs[1])
+        var output = Data()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(pipeFDs[0], &buffer, buffer.count)
+            if count <= 0 { break }
+            output.append(contentsOf: buffer[0..<count])
+        }
+        close(pipeFDs[0])
+        let status = wait(pid)
+        let text = String(decoding: output, as: UTF8.self)
+        guard status == 0 else { throw Failure(description: "command failed (\(status)): \(script)\n\(text)") }
+        return text
+    }
+
+    /// Starts a script in the background; its output goes to /dev/null unless `stdout` is given.
+    static func spawn(_ script: String, stdout: Int32? = nil, stdin: Int32? = nil) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let stdin {
+            posix_spawn_file_actions_adddup2(&actions, stdin, 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        if let stdout {
+            posix_spawn_file_actions_adddup2(&actions, stdout, 1)
+            posix_spawn_file_actions_adddup2(&actions, stdout, 2)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        }
+        if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
+        var pid: pid_t = 0
+        let arguments = ["/bin/sh", "-c", script]
+        var argv = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        let result = posix_spawn(&pid, "/bin/sh", &actions, nil, &argv, environ)
+        guard result == 0 else { throw Failure(description: "posix_spawn failed: \(result)") }
+        return pid
+    }
+
+    /// Waits for a child and returns its exit status (or 128 + signal).
+    static func wait(_ pid: pid_t) -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        if status & 0x7f == 0 { return (status >> 8) & 0xff }
+        return 128 + (status & 0x7f)
+    }
+}
