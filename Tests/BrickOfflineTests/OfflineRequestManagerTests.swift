@@ -92,26 +92,30 @@ final class Listener: OfflineRequestManagerDelegate {
     }
 }
 
-@Suite("OfflineRequestManager: the seed's scenarios, on a store on disk", .serialized, .timeLimit(.minutes(1)))
+@Suite("OfflineRequestManager: the seed's scenarios, on SQLite and on PostgreSQL", .serialized, .timeLimit(.minutes(1)))
 struct OfflineRequestManagerTests {
     /// A manager with its cap and delegate set before `register` starts it.
-    static func manager(_ directory: URL, cap: Int = 1, delegate: Listener? = nil) throws -> OfflineRequestManager {
-        let manager = try OfflineRequestManager(name: "test_manager", directory: directory, session: Session(reachability: ManualReachability()))
+    static func manager(_ place: StorePlace, cap: Int = 1, delegate: Listener? = nil) async throws -> OfflineRequestManager {
+        let manager = OfflineRequestManager(
+            name: "test_manager",
+            store: try await place.open("test_manager"),
+            session: Session(reachability: ManualReachability())
+        )
         manager.simultaneousRequestCap = cap
         manager.delegate = delegate
         manager.register(MockRequest.self)
         return manager
     }
 
-    @Test("O1: queued requests are read back by a new manager, in order, with the time they were queued")
-    func persistence() async throws {
-        try await withDirectory { directory in
+    @Test("O1: queued requests are read back by a new manager, in order, with the time they were queued", arguments: StoreKind.allCases)
+    func persistence(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
             MockRequest.board = MockBoard()
             let listener = Listener()
             listener.vetoes.withLock { $0 = true }
             var queuedAt: [Date] = []
             do {
-                let manager = try Self.manager(directory, delegate: listener)
+                let manager = try await Self.manager(place, delegate: listener)
                 try await manager.queueRequest(MockRequest(name: "one"))
                 try await manager.queueRequest(MockRequest(name: "two"))
                 queuedAt = try await manager.store.list(queue: "test_manager").map(\.createdAt)
@@ -119,7 +123,7 @@ struct OfflineRequestManagerTests {
             try await Task.sleep(for: .milliseconds(50))
             let second = Listener()
             second.vetoes.withLock { $0 = true }
-            let reopened = try Self.manager(directory, delegate: second)
+            let reopened = try await Self.manager(place, delegate: second)
             // Registering started it: the head is looked at and vetoed (kept, not leased).
             await eventually { second.asked.withLock { $0 } >= 1 }
             await eventually { (try? await reopened.store.list(queue: "test_manager").allSatisfy { $0.lease == nil }) == true }
@@ -130,11 +134,11 @@ struct OfflineRequestManagerTests {
         }
     }
 
-    @Test("O2–O5: progress is 0 at the start, steps with the request (0.2 … 1.0), and 1 at the finish")
-    func lifecycleAndProgress() async throws {
-        try await withDirectory { directory in
+    @Test("O2–O5: progress is 0 at the start, steps with the request (0.2 … 1.0), and 1 at the finish", arguments: StoreKind.allCases)
+    func lifecycleAndProgress(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
             MockRequest.board = MockBoard()
-            let manager = try Self.manager(directory)
+            let manager = try await Self.manager(place)
             let listener = Listener()
             manager.delegate = listener
             let events = manager.events
@@ -150,12 +154,12 @@ struct OfflineRequestManagerTests {
         }
     }
 
-    @Test("O4 + O8: a failure that is not network-class is reported once, with its error, and not retried")
-    func failure() async throws {
-        try await withDirectory { directory in
+    @Test("O4 + O8: a failure that is not network-class is reported once, with its error, and not retried", arguments: StoreKind.allCases)
+    func failure(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
             MockRequest.board = MockBoard()
             MockRequest.board.set("bad") { $0.error = TestFailure() }
-            let manager = try Self.manager(directory)
+            let manager = try await Self.manager(place)
             let listener = Listener()
             manager.delegate = listener
             let events = manager.events
@@ -168,16 +172,16 @@ struct OfflineRequestManagerTests {
         }
     }
 
-    @Test("O9 + O10: a request or the delegate that fixes the error gets another attempt, which finishes")
-    func resubmission() async throws {
-        try await withDirectory { directory in
+    @Test("O9 + O10: a request or the delegate that fixes the error gets another attempt, which finishes", arguments: StoreKind.allCases)
+    func resubmission(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
             MockRequest.board = MockBoard()
             MockRequest.board.set("self-fixing") {
                 $0.error = TestFailure()
                 $0.fixOnResubmission = true
             }
             MockRequest.board.set("fixed-by-delegate") { $0.error = TestFailure() }
-            let manager = try Self.manager(directory)
+            let manager = try await Self.manager(place)
             let listener = Listener()
             listener.fixer.withLock {
                 $0 = { request in
@@ -201,11 +205,11 @@ struct OfflineRequestManagerTests {
         }
     }
 
-    @Test("O6: 5 + 5 requests queued from two tasks at once all finish")
-    func concurrentQueueing() async throws {
-        try await withDirectory { directory in
+    @Test("O6: 5 + 5 requests queued from two tasks at once all finish", arguments: StoreKind.allCases)
+    func concurrentQueueing(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
             MockRequest.board = MockBoard()
-            let manager = try Self.manager(directory)
+            let manager = try await Self.manager(place)
             let events = manager.events
             await withThrowingTaskGroup(of: Void.self) { group in
                 for side in ["a", "b"] {
@@ -224,12 +228,12 @@ struct OfflineRequestManagerTests {
         }
     }
 
-    @Test("O11: an attempt past the time limit is killed and fails with code -1, \"Offline Request Timed Out\"")
-    func timeLimit() async throws {
-        try await withDirectory { directory in
+    @Test("O11: an attempt past the time limit is killed and fails with code -1, \"Offline Request Timed Out\"", arguments: StoreKind.allCases)
+    func timeLimit(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
             MockRequest.board = MockBoard()
             MockRequest.board.set("stalled") { $0.stalled = true }
-            let manager = try OfflineRequestManager(name: "timeouts", directory: directory, session: Session(reachability: ManualReachability()))
+            let manager = OfflineRequestManager(name: "timeouts", store: try await place.open("timeouts"), session: Session(reachability: ManualReachability()))
             manager.register(MockRequest.self)
             manager.requestTimeLimit = .milliseconds(300)
             let listener = Listener()
@@ -243,12 +247,12 @@ struct OfflineRequestManagerTests {
         }
     }
 
-    @Test("O12: pending requests can be merged while one runs; the running one stays ahead")
-    func modifyPending() async throws {
-        try await withDirectory { directory in
+    @Test("O12: pending requests can be merged while one runs; the running one stays ahead", arguments: StoreKind.allCases)
+    func modifyPending(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
             MockRequest.board = MockBoard()
             MockRequest.board.set("request1") { $0.stalled = true }
-            let manager = try Self.manager(directory)
+            let manager = try await Self.manager(place)
             let events = manager.events
             for name in ["request1", "request2", "request3"] { try await manager.queueRequest(MockRequest(name: name)) }
             for await event in events { if case .started = event { break } }
@@ -267,15 +271,15 @@ struct OfflineRequestManagerTests {
         }
     }
 
-    @Test("a network-class failure keeps the request; with a cap of 1 it holds the others back until it succeeds")
-    func networkFailureKeeps() async throws {
-        try await withDirectory { directory in
+    @Test("a network-class failure keeps the request; with a cap of 1 it holds the others back until it succeeds", arguments: StoreKind.allCases)
+    func networkFailureKeeps(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
             MockRequest.board = MockBoard()
             MockRequest.board.set("offline") { $0.error = BrickError.notConnected }
             let clock = ManualClock()
-            let manager = try OfflineRequestManager(
+            let manager = OfflineRequestManager(
                 name: "keeps",
-                directory: directory,
+                store: try await place.open("keeps"),
                 session: Session(reachability: ManualReachability(), clock: clock)
             )
             manager.register(MockRequest.self)
@@ -298,12 +302,12 @@ struct OfflineRequestManagerTests {
         }
     }
 
-    @Test("a request that runs longer than its lease is never started a second time, and its success is recorded")
-    func longAttemptKeepsItsLease() async throws {
-        try await withDirectory { directory in
+    @Test("a request that runs longer than its lease is never started a second time, and its success is recorded", arguments: StoreKind.allCases)
+    func longAttemptKeepsItsLease(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
             MockRequest.board = MockBoard()
             MockRequest.board.set("long") { $0.runsFor = .milliseconds(1500) }
-            let manager = try Self.manager(directory, cap: 4)
+            let manager = try await Self.manager(place, cap: 4)
             manager.leaseDuration = .milliseconds(300)
             let events = manager.events
             try await manager.queueRequest(MockRequest(name: "long"))
@@ -325,21 +329,21 @@ struct OfflineRequestManagerTests {
         }
     }
 
-    @Test("a stored request whose kind is not registered waits (not attempted, not set aside) until its type is registered; a brick endpoint is delivered meanwhile")
-    func unregisteredAndEndpoint() async throws {
+    @Test("a stored request whose kind is not registered waits (not attempted, not set aside) until its type is registered; a brick endpoint is delivered meanwhile", arguments: StoreKind.allCases)
+    func unregisteredAndEndpoint(kind: StoreKind) async throws {
         try await withServer { server in
-            try await withDirectory { directory in
+            try await withStorePlace(kind) { place in
                 MockRequest.board = MockBoard()
                 let listener = Listener()
                 listener.vetoes.withLock { $0 = true }
                 do {
-                    let first = try OfflineRequestManager(name: "kinds", directory: directory, session: Session(reachability: ManualReachability()))
+                    let first = OfflineRequestManager(name: "kinds", store: try await place.open("kinds"), session: Session(reachability: ManualReachability()))
                     first.delegate = listener
                     first.register(MockRequest.self)
                     try await first.queueRequest(MockRequest(name: "orphan"))
                 }
                 try await Task.sleep(for: .milliseconds(50))
-                let manager = try OfflineRequestManager(name: "kinds", directory: directory, session: Session(reachability: ManualReachability()))
+                let manager = OfflineRequestManager(name: "kinds", store: try await place.open("kinds"), session: Session(reachability: ManualReachability()))
                 let events = manager.events
                 try await manager.queueRequest(RecordSale(server.baseURL + "/post", amount: 5))
                 // The endpoint is delivered; the orphan is looked at, kept waiting for its type.
@@ -360,21 +364,21 @@ struct OfflineRequestManagerTests {
         }
     }
 
-    @Test("after a restart, registering the type sends every stored request, in order, with no other call")
-    func restartSendsOnRegister() async throws {
-        try await withDirectory { directory in
+    @Test("after a restart, registering the type sends every stored request, in order, with no other call", arguments: StoreKind.allCases)
+    func restartSendsOnRegister(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
             MockRequest.board = MockBoard()
             let listener = Listener()
             listener.vetoes.withLock { $0 = true }
             do {
                 // Queued while nothing could be sent (vetoed), then the process "ends".
-                let first = try Self.manager(directory, delegate: listener)
+                let first = try await Self.manager(place, delegate: listener)
                 for index in 0..<20 { try await first.queueRequest(MockRequest(name: "r\(index)")) }
             }
             try await Task.sleep(for: .milliseconds(50))
             let order = Lock<[String]>([])
             let recorder = Listener()
-            let reopened = try Self.manager(directory, cap: 1, delegate: recorder)
+            let reopened = try await Self.manager(place, cap: 1, delegate: recorder)
             let events = reopened.events
             var finished = 0
             for await event in events {

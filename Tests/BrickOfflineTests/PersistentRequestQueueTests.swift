@@ -7,13 +7,13 @@ import GRDB
 import Synchronization
 import Testing
 
-@Suite("PersistentRequestQueue against a real server and a store on disk", .timeLimit(.minutes(1)))
+@Suite("PersistentRequestQueue against a real server, on SQLite and on PostgreSQL", .timeLimit(.minutes(1)))
 struct PersistentRequestQueueTests {
-    @Test("P1: a single request is delivered with its 200 and the queue empties")
-    func single() async throws {
+    @Test("P1: a single request is delivered with its 200 and the queue empties", arguments: StoreKind.allCases)
+    func single(kind: StoreKind) async throws {
         try await withServer { server in
-            try await withDirectory { directory in
-                let queue = try PersistentRequestQueue(name: "tasks", directory: directory, session: session())
+            try await withStorePlace(kind) { place in
+                let queue = PersistentRequestQueue(name: "tasks", store: try await place.open("tasks"), session: session())
                 let delivered = Lock<TransportResponse?>(nil)
                 let id = try await queue.add(RecordSale(server.baseURL + "/post", amount: 12)) { result in
                     delivered.withLock { $0 = try? result.get() }
@@ -31,11 +31,11 @@ struct PersistentRequestQueueTests {
         }
     }
 
-    @Test("P2: A then B are delivered in that order")
-    func order() async throws {
+    @Test("P2: A then B are delivered in that order", arguments: StoreKind.allCases)
+    func order(kind: StoreKind) async throws {
         try await withServer { server in
-            try await withDirectory { directory in
-                let queue = try PersistentRequestQueue(name: "tasks", directory: directory, session: session())
+            try await withStorePlace(kind) { place in
+                let queue = PersistentRequestQueue(name: "tasks", store: try await place.open("tasks"), session: session())
                 for amount in 1...5 { try await queue.add(RecordSale(server.baseURL + "/post", amount: amount)) }
                 await queue.waitUntilEmpty()
                 let bodies = server.requests(path: "/post").map { String(decoding: $0.body, as: UTF8.self) }
@@ -44,14 +44,14 @@ struct PersistentRequestQueueTests {
         }
     }
 
-    @Test("P3: a 500 pauses A until retryInterval has passed while B goes ahead; a success clears pauses")
-    func pauseAndMoveOn() async throws {
+    @Test("P3: a 500 pauses A until retryInterval has passed while B goes ahead; a success clears pauses", arguments: StoreKind.allCases)
+    func pauseAndMoveOn(kind: StoreKind) async throws {
         try await withServer { server in
-            try await withDirectory { directory in
+            try await withStorePlace(kind) { place in
                 let clock = ManualClock()
-                let queue = try PersistentRequestQueue(
+                let queue = PersistentRequestQueue(
                     name: "tasks",
-                    directory: directory,
+                    store: try await place.open("tasks"),
                     session: session(clock: clock),
                     retryInterval: .seconds(30)
                 )
@@ -77,14 +77,14 @@ struct PersistentRequestQueueTests {
         }
     }
 
-    @Test("P3': a paused entry is not resent before retryInterval, and is at once after it")
-    func pausedUntilInterval() async throws {
+    @Test("P3': a paused entry is not resent before retryInterval, and is at once after it", arguments: StoreKind.allCases)
+    func pausedUntilInterval(kind: StoreKind) async throws {
         try await withServer { server in
-            try await withDirectory { directory in
+            try await withStorePlace(kind) { place in
                 let clock = ManualClock()
-                let queue = try PersistentRequestQueue(
+                let queue = PersistentRequestQueue(
                     name: "tasks",
-                    directory: directory,
+                    store: try await place.open("tasks"),
                     session: session(clock: clock),
                     retryInterval: .seconds(30)
                 )
@@ -112,15 +112,15 @@ struct PersistentRequestQueueTests {
         }
     }
 
-    @Test("entries survive the queue being closed and reopened, and are delivered in order afterwards")
-    func persistence() async throws {
+    @Test("entries survive the queue being closed and reopened, and are delivered in order afterwards", arguments: StoreKind.allCases)
+    func persistence(kind: StoreKind) async throws {
         try await withServer { server in
-            try await withDirectory { directory in
+            try await withStorePlace(kind) { place in
                 let port = closedPort()
                 do {
-                    let queue = try PersistentRequestQueue(
+                    let queue = PersistentRequestQueue(
                         name: "sales",
-                        directory: directory,
+                        store: try await place.open("sales"),
                         session: session(),
                         retryInterval: .seconds(3600)
                     )
@@ -134,9 +134,9 @@ struct PersistentRequestQueueTests {
                 // Reopened by a new queue whose session sends to the server.
                 var configuration = Session.Configuration()
                 configuration.originOverride = server.baseURL
-                let reopened = try PersistentRequestQueue(
+                let reopened = PersistentRequestQueue(
                     name: "sales",
-                    directory: directory,
+                    store: try await place.open("sales"),
                     session: Session(configuration: configuration, reachability: ManualReachability())
                 )
                 let entries = try await reopened.entries()
@@ -147,15 +147,15 @@ struct PersistentRequestQueueTests {
         }
     }
 
-    @Test("a request carrying a credential is refused by add, and nothing is written")
-    func credentialsRefused() async throws {
-        try await withDirectory { directory in
-            let queue = try PersistentRequestQueue(name: "tasks", directory: directory, session: session())
+    @Test("a request carrying a credential is refused by add, and nothing is written", arguments: StoreKind.allCases)
+    func credentialsRefused(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let queue = PersistentRequestQueue(name: "tasks", store: try await place.open("tasks"), session: session())
             for header in ["Authorization", "Cookie", "Proxy-Authorization", "X-Api-Key"] {
                 do {
                     _ = try await PersistentRequestQueue(
                         name: "keys",
-                        directory: directory,
+                        store: try await place.open("keys"),
                         session: session(),
                         sensitiveHeaders: ["x-api-key"]
                     ).add(RecordSale("http://127.0.0.1:1/post", amount: 1, headers: [header: "s3cret-token"]))
@@ -171,14 +171,14 @@ struct PersistentRequestQueueTests {
         }
     }
 
-    @Test("with an authenticator each attempt is signed when sent, and no credential byte reaches the files")
-    func authenticatorSignsAtSendTime() async throws {
+    @Test("with an authenticator each attempt is signed when sent, and no credential byte reaches the files", arguments: StoreKind.allCases)
+    func authenticatorSignsAtSendTime(kind: StoreKind) async throws {
         try await withServer { server in
-            try await withDirectory { directory in
+            try await withStorePlace(kind) { place in
                 let authenticator = Authenticator(provider: Token())
-                let queue = try PersistentRequestQueue(
+                let queue = PersistentRequestQueue(
                     name: "signed",
-                    directory: directory,
+                    store: try await place.open("signed"),
                     session: session(),
                     authenticator: authenticator
                 )
@@ -187,22 +187,22 @@ struct PersistentRequestQueueTests {
                 await queue.waitUntilEmpty()
                 let sent = server.requests(path: "/post")
                 #expect(sent.map { $0.header("Authorization") } == ["Bearer s3cret-1", "Bearer s3cret-2"])
-                for file in try FileManager.default.contentsOfDirectory(atPath: directory.path) {
-                    let bytes = try Data(contentsOf: directory.appendingPathComponent(file))
+                for file in try FileManager.default.contentsOfDirectory(atPath: place.directory.path) where kind == .sqlite {
+                    let bytes = try Data(contentsOf: place.directory.appendingPathComponent(file))
                     #expect(bytes.range(of: Data("s3cret".utf8)) == nil, "\(file) holds a credential")
                 }
             }
         }
     }
 
-    @Test("maxAttempts sets an entry aside with its last status; retryDeadLetter makes it pending again")
-    func deadLetters() async throws {
+    @Test("maxAttempts sets an entry aside with its last status; retryDeadLetter makes it pending again", arguments: StoreKind.allCases)
+    func deadLetters(kind: StoreKind) async throws {
         try await withServer { server in
-            try await withDirectory { directory in
+            try await withStorePlace(kind) { place in
                 let clock = ManualClock()
-                let queue = try PersistentRequestQueue(
+                let queue = PersistentRequestQueue(
                     name: "tasks",
-                    directory: directory,
+                    store: try await place.open("tasks"),
                     session: session(clock: clock),
                     retryInterval: .seconds(1)
                 )
@@ -236,13 +236,13 @@ struct PersistentRequestQueueTests {
         }
     }
 
-    @Test("a dedupe key replaces the pending entry, or refuses the new one")
-    func dedupe() async throws {
-        try await withDirectory { directory in
+    @Test("a dedupe key replaces the pending entry, or refuses the new one", arguments: StoreKind.allCases)
+    func dedupe(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
             let port = closedPort()
-            let queue = try PersistentRequestQueue(
+            let queue = PersistentRequestQueue(
                 name: "profile",
-                directory: directory,
+                store: try await place.open("profile"),
                 session: session(),
                 retryInterval: .seconds(3600)
             )
@@ -286,10 +286,10 @@ struct PersistentRequestQueueTests {
         }
     }
 
-    @Test("an entry that cannot be read back is set aside with the reason, not dropped and not a crash")
-    func unreadableEntry() async throws {
-        try await withDirectory { directory in
-            let store = try SQLiteOfflineStore(name: "tasks", directory: directory)
+    @Test("an entry that cannot be read back is set aside with the reason, not dropped and not a crash", arguments: StoreKind.allCases)
+    func unreadableEntry(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try await place.open("tasks")
             let queue = PersistentRequestQueue(name: "tasks", store: store, session: session())
             _ = try await store.add(
                 [OfflineEntry.Draft(queue: "tasks", payload: Data("{not json".utf8), createdAt: Date(timeIntervalSince1970: 0))],
@@ -310,14 +310,14 @@ struct PersistentRequestQueueTests {
         }
     }
 
-    @Test("when reachability changes, paused entries are attempted at once, not at the end of their pause")
-    func reachabilityClearsPauses() async throws {
+    @Test("when reachability changes, paused entries are attempted at once, not at the end of their pause", arguments: StoreKind.allCases)
+    func reachabilityClearsPauses(kind: StoreKind) async throws {
         try await withServer { server in
-            try await withDirectory { directory in
+            try await withStorePlace(kind) { place in
                 let reachability = ManualReachability()
-                let queue = try PersistentRequestQueue(
+                let queue = PersistentRequestQueue(
                     name: "tasks",
-                    directory: directory,
+                    store: try await place.open("tasks"),
                     session: session(reachability: reachability),
                     retryInterval: .seconds(3600)
                 )
@@ -334,12 +334,12 @@ struct PersistentRequestQueueTests {
         }
     }
 
-    @Test("counts streams the pending count as it changes")
-    func counts() async throws {
-        try await withDirectory { directory in
-            let queue = try PersistentRequestQueue(
+    @Test("counts streams the pending count as it changes", arguments: StoreKind.allCases)
+    func counts(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let queue = PersistentRequestQueue(
                 name: "tasks",
-                directory: directory,
+                store: try await place.open("tasks"),
                 session: session(),
                 retryInterval: .seconds(3600)
             )
@@ -359,12 +359,12 @@ struct PersistentRequestQueueTests {
         }
     }
 
-    @Test("a scheduled entry waits for its notBefore")
-    func scheduled() async throws {
+    @Test("a scheduled entry waits for its notBefore", arguments: StoreKind.allCases)
+    func scheduled(kind: StoreKind) async throws {
         try await withServer { server in
-            try await withDirectory { directory in
+            try await withStorePlace(kind) { place in
                 let clock = ManualClock()
-                let queue = try PersistentRequestQueue(name: "tasks", directory: directory, session: session(clock: clock))
+                let queue = PersistentRequestQueue(name: "tasks", store: try await place.open("tasks"), session: session(clock: clock))
                 try await queue.add(
                     RecordSale(server.baseURL + "/post", amount: 1),
                     options: .init(notBefore: Date().addingTimeInterval(60))
