@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "BrickTestServer", targets: ["BrickTestServer"]),
         .library(name: "BrickOfflinePostgres", targets: ["BrickOfflinePostgres"]),
         .executable(name: "brick-demo", targets: ["BrickDemo"]),
+        .executable(name: "outbox-worker", targets: ["OutboxWorker"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-http-types", from: "1.3.0"),
@@ -90,6 +91,18 @@ let package = Package(
             dependencies: ["BrickRequest", "BrickOffline", "BrickTestServer"],
             path: "Samples/BrickDemo"
         ),
+        // A fleet worker delivering a PostgreSQL outbox (swift run outbox-worker; see its header).
+        .executableTarget(
+            name: "OutboxWorker",
+            dependencies: [
+                "BrickOffline", "BrickOfflinePostgres", "BrickRequest",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Samples/OutboxWorker"
+        ),
         // For the test suite: measures a large download's memory in a process of its own.
         .executableTarget(
             name: "brick-memory-probe",
@@ -121,6 +134,18 @@ let package = Package(
                 "BrickOffline", "BrickRequest", .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Tests/Probes/OfflineProbe"
+        ),
+        // For the fleet tests: a worker draining a queue on PostgreSQL, in a process of its own.
+        .executableTarget(
+            name: "brick-fleet-probe",
+            dependencies: [
+                "BrickOffline", "BrickOfflinePostgres", "BrickRequest",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/Probes/FleetProbe"
         ),
         .testTarget(
             name: "BrickOfflineTests",

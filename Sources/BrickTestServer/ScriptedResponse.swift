@@ -93,6 +93,8 @@ public struct RecordedRequest: Sendable, Hashable {
     public var connection: Int
     /// Its position on that connection (1 for the first request).
     public var indexOnConnection: Int
+    /// When the server had read it whole.
+    public var receivedAt: ContinuousClock.Instant = .now
 
     /// The first value of a header, compared case-insensitively.
     ///

@@ -1,0 +1,315 @@
+import BrickOffline
+import BrickOfflinePostgres
+import BrickRequest
+import BrickTestServer
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+import Testing
+
+/// A worker of the fleet: `brick-fleet-probe` draining a queue of a `PostgresOfflineStore` in a
+/// process of its own, killed, stopped and continued with real signals.
+final class FleetWorker: Sendable {
+    let pid: pid_t
+    let output: String
+
+    static var path: String {
+        URL(fileURLWithPath: CrashTests.probePath).deletingLastPathComponent()
+            .appendingPathComponent("brick-fleet-probe").path
+    }
+
+    init(schema: String, queue: String, cap: Int, leaseMilliseconds: Int, pollOnly: Bool = false) throws {
+        let server = try PostgresFixture.server()
+        output = NSTemporaryDirectory() + "brick-fleet-worker-" + UUID().uuidString + ".log"
+        let environment = server.environment.map { "\($0.key)='\($0.value)'" }.sorted().joined(separator: " ")
+        pid = try Subprocess.spawn(
+            "exec env \(environment) '\(Self.path)' \(schema) \(queue) \(cap) \(leaseMilliseconds) \(pollOnly ? "poll" : "notify") >'\(output)' 2>&1"
+        )
+    }
+
+    deinit {
+        Glibc.kill(pid, SIGKILL)
+        try? FileManager.default.removeItem(atPath: output)
+    }
+
+    /// What it printed so far, line by line.
+    var lines: [String] {
+        ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    /// Waits until it printed `ready`.
+    func ready() async {
+        await eventually { self.lines.contains("ready") }
+    }
+
+    func signal(_ number: Int32) {
+        Glibc.kill(pid, number)
+    }
+
+    /// Kills it with SIGKILL and reaps it.
+    func kill() async {
+        signal(SIGKILL)
+        _ = await exit()
+    }
+
+    /// Waits for it to end (on a thread of its own) and returns its exit status.
+    func exit() async -> Int32 {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: Subprocess.wait(self.pid)) }
+        }
+    }
+}
+
+/// A queue's entries written straight into the store (as another process would add them), so the
+/// test process itself never processes.
+func addEntries(
+    _ count: Int,
+    to store: PostgresOfflineStore,
+    queue name: String,
+    url: (Int) -> String,
+    options: PersistentRequestQueue.EntryOptions = .init(),
+    endpoint: ((String, Int) -> any RequestType)? = nil
+) async throws -> [OfflineEntry.ID] {
+    let renderer = PersistentRequestQueue(name: name, store: store, session: Session())
+    var drafts: [OfflineEntry.Draft] = []
+    for index in 0..<count {
+        let request = endpoint?(url(index), index) ?? RecordSale(url(index), amount: index)
+        drafts.append(try renderer.draft(request, options: options))
+    }
+    var ids: [OfflineEntry.ID] = []
+    for start in stride(from: 0, to: drafts.count, by: 1000) {
+        ids += try await store.add(Array(drafts[start..<min(start + 1000, drafts.count)]), dedupe: .reject)
+    }
+    return ids
+}
+
+/// A store on a fresh schema of the private server, for the test process.
+func withFleetStore<T>(_ body: (PostgresOfflineStore, RunningClient) async throws -> T) async throws -> T {
+    let client = RunningClient(try PostgresFixture.server().configuration())
+    defer { client.shutdown() }
+    let store = try await PostgresOfflineStore(client: client.client, schema: PostgresFixture.freshSchema())
+    return try await body(store, client)
+}
+
+/// Waits until `queue` of `store` holds no pending entry (up to `limit` of real time).
+func drained(_ store: PostgresOfflineStore, queue: String, within limit: Duration = .seconds(120)) async throws -> Bool {
+    let deadline = ContinuousClock.now + limit
+    while ContinuousClock.now < deadline {
+        if (try? await store.count(queue: queue)) == 0 { return true }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    return false
+}
+
+@Suite("A fleet of workers on PostgreSQL: real processes, real signals", .serialized, .timeLimit(.minutes(5)))
+struct FleetTests {
+    @Test("4 workers drain 10,000 entries while workers are SIGKILLed 20 times: none lost, duplicates bounded and all carry the same idempotency key")
+    func crashLoop() async throws {
+        try await withServer { server in
+            try await withFleetStore { store, _ in
+                let cap = 64
+                let total = 10_000
+                _ = try await addEntries(total, to: store, queue: "hooks", url: { server.baseURL + "/post?n=\($0)" })
+                func start() throws -> FleetWorker {
+                    try FleetWorker(schema: store.schema, queue: "hooks", cap: cap, leaseMilliseconds: 2000)
+                }
+                var workers = try (0..<4).map { _ in try start() }
+                for worker in workers { await worker.ready() }
+                var kills = 0
+                while kills < 20 {
+                    try await Task.sleep(for: .milliseconds(Int.random(in: 100...400)))
+                    let victim = Int.random(in: 0..<workers.count)
+                    await workers[victim].kill()
+                    kills += 1
+                    workers[victim] = try start()
+                }
+                #expect(try await drained(store, queue: "hooks"))
+                let posts = server.requests(path: "/post")
+                let keys = posts.compactMap { $0.header("Idempotency-Key") }
+                let byEntry = Dictionary(grouping: posts, by: { $0.uri })
+                // Nothing lost: every entry reached the server.
+                #expect(byEntry.count == total)
+                // Each entry's replays carry one key: after de-duplication by key, one delivery each.
+                #expect(Set(keys).count == total)
+                #expect(byEntry.values.allSatisfy { Set($0.map { $0.header("Idempotency-Key") }).count == 1 })
+                let duplicates = posts.count - total
+                #expect(duplicates <= kills * cap)
+                #expect(try await store.deadLetters(queue: "hooks").isEmpty)
+                print("fleet crash loop: \(total) entries, \(kills) kills, \(duplicates) duplicate deliveries")
+            }
+        }
+    }
+
+    /// A worker stopped past its lease while its request runs; another takes the entry and
+    /// delivers it; the first, continued, must change nothing. For `complete` its request succeeds
+    /// (a slow answer); otherwise the server never answers it and its 3 s timeout fails it, so it
+    /// reschedules — or buries, with one attempt allowed.
+    func fencing(outcome: String) async throws {
+        try await withServer { server in
+            try await withFleetStore { store, _ in
+                let stale = try FleetWorker(schema: store.schema, queue: "fence", cap: 1, leaseMilliseconds: 1000)
+                await stale.ready()
+                let path = outcome == "complete" ? "/delay/2" : "/anything/fence"
+                if outcome != "complete" { server.script(path, [.stall]) }
+                let options = PersistentRequestQueue.EntryOptions(maxAttempts: outcome == "bury" ? 1 : nil)
+                _ = try await addEntries(1, to: store, queue: "fence", url: { _ in server.baseURL + path }, options: options) {
+                    url, _ in LimitedPost(url, timeout: .seconds(3))
+                }
+                await eventually { server.requests(path: path).count == 1 }
+                stale.signal(SIGSTOP)
+                let holder = try FleetWorker(schema: store.schema, queue: "fence", cap: 1, leaseMilliseconds: 1000)
+                await holder.ready()
+                #expect(try await drained(store, queue: "fence"))
+                #expect(server.requests(path: path).count == 2)
+                #expect(holder.lines.contains { $0.hasPrefix("delivered") })
+                await holder.kill()
+                stale.signal(SIGCONT)
+                // It learns that its lease is gone (by a heartbeat or by its outcome), and says so.
+                await eventually { stale.lines.contains { $0.hasPrefix("storeFailed") && $0.contains("lease") } }
+                if outcome != "complete" {
+                    // Its own outcome was refused too.
+                    await eventually { stale.lines.contains { $0.hasPrefix(outcome == "bury" ? "dead" : "paused") } }
+                }
+                // Nothing it wrote was applied: no entry came back, none was set aside.
+                #expect(try await store.count(queue: "fence") == 0)
+                #expect(try await store.deadLetters(queue: "fence").isEmpty)
+                #expect(server.requests(path: path).count == 2)
+                await stale.kill()
+            }
+        }
+    }
+
+    @Test("fencing: a worker stopped past its lease cannot complete what another delivered")
+    func fencedComplete() async throws { try await fencing(outcome: "complete") }
+
+    @Test("fencing: a worker stopped past its lease cannot reschedule what another delivered")
+    func fencedReschedule() async throws { try await fencing(outcome: "reschedule") }
+
+    @Test("fencing: a worker stopped past its lease cannot bury what another delivered")
+    func fencedBury() async throws { try await fencing(outcome: "bury") }
+
+    @Test("an attempt lasting 5 lease lengths is delivered once and never taken over")
+    func longAttempt() async throws {
+        try await withServer { server in
+            try await withFleetStore { store, _ in
+                let workers = try (0..<2).map { _ in
+                    try FleetWorker(schema: store.schema, queue: "long", cap: 4, leaseMilliseconds: 1000)
+                }
+                for worker in workers { await worker.ready() }
+                _ = try await addEntries(1, to: store, queue: "long", url: { _ in server.baseURL + "/delay/5" })
+                #expect(try await drained(store, queue: "long"))
+                #expect(server.requests(path: "/delay/5").count == 1)
+                let lines = workers.flatMap(\.lines)
+                #expect(lines.filter { $0.hasPrefix("delivered") }.count == 1)
+                #expect(!lines.contains { $0.hasPrefix("storeFailed") })
+            }
+        }
+    }
+
+    @Test("cap 1 across 4 workers: the server never sees two at once, and sees them in order")
+    func fleetWideCap() async throws {
+        try await withServer { server in
+            try await withFleetStore { store, _ in
+                let workers = try (0..<4).map { _ in
+                    try FleetWorker(schema: store.schema, queue: "serial", cap: 1, leaseMilliseconds: 5000)
+                }
+                for worker in workers { await worker.ready() }
+                _ = try await addEntries(200, to: store, queue: "serial", url: { server.baseURL + "/delay/0.02?n=\($0)" })
+                #expect(try await drained(store, queue: "serial"))
+                let requests = server.requests(path: "/delay/0.02")
+                #expect(requests.count == 200)
+                #expect(requests.map { $0.uri } == (0..<200).map { "/delay/0.02?n=\($0)" })
+                // Each answer takes 20 ms: a request that came less than 20 ms after the one
+                // before it overlapped it.
+                let gaps = zip(requests.dropFirst(), requests).map { $0.receivedAt - $1.receivedAt }
+                #expect(gaps.allSatisfy { $0 >= .milliseconds(20) }, "shortest gap \(gaps.min() ?? .zero)")
+                // More than one worker took part.
+                #expect(workers.filter { $0.lines.contains { $0.hasPrefix("delivered") } }.count > 1)
+            }
+        }
+    }
+
+    @Test("the outbox: an entry added in a rolled-back transaction never exists; a committed one is delivered")
+    func outbox() async throws {
+        try await withServer { server in
+            try await withFleetStore { store, client in
+                let logger = Logger(label: "outbox-test")
+                try await client.client.query(
+                    "CREATE TABLE \(unescaped: store.schema).orders (id bigint PRIMARY KEY)",
+                    logger: logger
+                )
+                let queue = PersistentRequestQueue(name: "outbox", store: store, session: Session())
+                struct Rollback: Error {}
+                do {
+                    try await client.client.withTransaction(logger: logger) { connection in
+                        try await connection.query("INSERT INTO \(unescaped: store.schema).orders (id) VALUES (1)", logger: logger)
+                        try await queue.add(RecordSale(server.baseURL + "/post?order=1", amount: 1), in: connection)
+                        throw Rollback()
+                    }
+                    Issue.record("the transaction was not rolled back")
+                } catch {}
+                #expect(try await store.count(queue: "outbox") == 0)
+                try await client.client.withTransaction(logger: logger) { connection in
+                    try await connection.query("INSERT INTO \(unescaped: store.schema).orders (id) VALUES (2)", logger: logger)
+                    try await queue.add(RecordSale(server.baseURL + "/post?order=2", amount: 2), in: connection)
+                }
+                #expect(try await store.count(queue: "outbox") == 1)
+                queue.startProcessing()
+                await queue.waitUntilEmpty()
+                #expect(server.requests(path: "/post").map(\.uri) == ["/post?order=2"])
+                // On a queue whose store is not PostgreSQL, it says so.
+                try await withDirectory { directory in
+                    let local = try PersistentRequestQueue(name: "local", directory: directory, session: Session())
+                    try await client.client.withConnection { connection in
+                        do {
+                            try await local.add(RecordSale(server.baseURL + "/post", amount: 3), in: connection)
+                            Issue.record("a SQLite queue accepted an outbox add")
+                        } catch {
+                            let error = error as? BrickError
+                            #expect(error?.code == .invalidRequest)
+                            #expect(error?.message.contains("PostgresOfflineStore") == true)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("the database restarts mid-run: workers reconnect on their own and nothing is lost")
+    func databaseRestart() async throws {
+        try await withServer { server in
+            try await withFleetStore { store, _ in
+                let workers = try (0..<2).map { _ in
+                    try FleetWorker(schema: store.schema, queue: "restart", cap: 8, leaseMilliseconds: 2000)
+                }
+                for worker in workers { await worker.ready() }
+                _ = try await addEntries(1000, to: store, queue: "restart", url: { server.baseURL + "/delay/0.01?n=\($0)" })
+                await eventually { server.requests(path: "/delay/0.01").count >= 100 }
+                try PostgresFixture.server().restart()
+                #expect(try await drained(store, queue: "restart"))
+                #expect(Set(server.requests(path: "/delay/0.01").map(\.uri)).count == 1000)
+            }
+        }
+    }
+
+    @Test("SIGTERM: a worker stops claiming, finishes what it has, and exits; the rest is left for others")
+    func gracefulShutdown() async throws {
+        try await withServer { server in
+            try await withFleetStore { store, _ in
+                let worker = try FleetWorker(schema: store.schema, queue: "graceful", cap: 2, leaseMilliseconds: 2000)
+                await worker.ready()
+                _ = try await addEntries(20, to: store, queue: "graceful", url: { server.baseURL + "/delay/0.5?n=\($0)" })
+                await eventually { server.requests(path: "/delay/0.5").count >= 2 }
+                worker.signal(SIGTERM)
+                #expect(await worker.exit() == 0)
+                #expect(worker.lines.contains("stopped"))
+                // What it had started was finished, not left leased: nothing of the queue is leased.
+                let pending = try await store.list(queue: "graceful")
+                #expect(pending.allSatisfy { $0.lease == nil })
+                #expect(pending.count + server.requests(path: "/delay/0.5").count >= 20)
+                #expect(worker.lines.filter { $0.hasPrefix("delivered") }.count == server.requests(path: "/delay/0.5").count)
+            }
+        }
+    }
+}
