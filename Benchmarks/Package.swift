@@ -15,9 +15,12 @@ let package = Package(
         .executable(name: "brick-bench", targets: ["BrickBench"]),
         .executable(name: "offline-bench", targets: ["OfflineBench"]),
         .executable(name: "cache-bench", targets: ["CacheBench"]),
+        .executable(name: "fleet-bench", targets: ["FleetBench"]),
     ],
     dependencies: [
-        .package(path: "..")
+        .package(path: ".."),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
     ],
     targets: [
         .executableTarget(
@@ -37,6 +40,17 @@ let package = Package(
                 .product(name: "BrickOffline", package: parentIdentity),
                 .product(name: "BrickRequest", package: parentIdentity),
                 .product(name: "BrickTestServer", package: parentIdentity),
+            ]
+        ),
+        .executableTarget(
+            name: "FleetBench",
+            dependencies: [
+                .product(name: "BrickOffline", package: parentIdentity),
+                .product(name: "BrickOfflinePostgres", package: parentIdentity),
+                .product(name: "BrickRequest", package: parentIdentity),
+                .product(name: "BrickTestServer", package: parentIdentity),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
     ]

@@ -39,7 +39,7 @@ extension PersistentRequestQueue {
         }
         let draft = try draft(endpoint, options: options)
         do {
-            return try await store.insert([draft], dedupe: options.dedupe, on: connection).first ?? draft.id
+            return try await store.insert([draft], dedupe: options.dedupe, on: connection, notifying: true).first ?? draft.id
         } catch let error as OfflineStoreError {
             throw BrickError(.storage, message: "offline queue \(name): \(error)", underlying: error)
         } catch {

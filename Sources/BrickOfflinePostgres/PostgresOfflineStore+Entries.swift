@@ -12,16 +12,22 @@ extension PostgresOfflineStore {
 
     public func add(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy) async throws -> [OfflineEntry.ID] {
         guard !drafts.isEmpty else { return [] }
-        return try await transaction("add entries") { connection in
-            try await self.insert(drafts, dedupe: dedupe, on: connection)
+        let ids = try await transaction("add entries") { connection in
+            try await self.insert(drafts, dedupe: dedupe, on: connection, notifying: false)
         }
+        for queue in Set(drafts.map(\.queue)) { madeWork(in: queue) }
+        return ids
     }
 
     /// Inserts `drafts` on `connection`, inside the caller's transaction (the outbox) or the store's
-    /// own, and notifies each queue once (delivered when the transaction commits).
-    func insert(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy, on connection: PostgresConnection) async throws
-        -> [OfflineEntry.ID]
-    {
+    /// own; with `notifying`, sends each queue's notification inside the transaction (delivered
+    /// when it commits: the outbox, whose commit the store does not see).
+    func insert(
+        _ drafts: [OfflineEntry.Draft],
+        dedupe: DedupePolicy,
+        on connection: PostgresConnection,
+        notifying: Bool
+    ) async throws -> [OfflineEntry.ID] {
         for draft in drafts {
             guard let key = draft.dedupeKey else { continue }
             var existing: (Int64, UUID?)?
@@ -69,8 +75,10 @@ extension PostgresOfflineStore {
             }
             try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
         }
-        for queue in Set(drafts.map(\.queue)) {
-            try await connection.query("SELECT pg_notify(\(channel), \(queue))", logger: logger)
+        if notifying && sendsNotifications {
+            for queue in Set(drafts.map(\.queue)) {
+                try await connection.query("SELECT pg_notify(\(channel), \(queue))", logger: logger)
+            }
         }
         return drafts.map(\.id)
     }
@@ -141,7 +149,7 @@ extension PostgresOfflineStore {
                     """
                     WITH done AS (DELETE FROM \(unescaped: schema).entry WHERE id = \(id) AND lease_token = \(lease)
                                   RETURNING queue)
-                    SELECT pg_notify(\(channel), queue) FROM done
+                    SELECT queue FROM done
                     """,
                     logger: logger
                 )
@@ -167,7 +175,7 @@ extension PostgresOfflineStore {
                             last_attempt_at = \(attempt.date), last_status = \(attempt.status.map(Int64.init)),
                             last_error = \(attempt.error)
                         WHERE id = \(id) AND lease_token = \(lease) RETURNING queue)
-                    SELECT pg_notify(\(channel), queue) FROM done
+                    SELECT queue FROM done
                     """,
                     logger: logger
                 )
@@ -194,7 +202,7 @@ extension PostgresOfflineStore {
                             last_status = coalesce(\(attempt?.status.map(Int64.init)), last_status),
                             last_error = coalesce(\(attempt?.error), last_error)
                         WHERE id = \(id) AND lease_token = \(lease) RETURNING queue)
-                    SELECT pg_notify(\(channel), queue) FROM done
+                    SELECT queue FROM done
                     """,
                     logger: logger
                 )
@@ -209,7 +217,7 @@ extension PostgresOfflineStore {
         ids: [OfflineEntry.ID],
         with drafts: [OfflineEntry.Draft]
     ) async throws -> Bool {
-        try await transaction("replace pending entries") { connection in
+        let replaced = try await transaction("replace pending entries") { connection in
             var sequences: [Int64] = []
             for id in ids {
                 var found: Int64?
@@ -255,9 +263,10 @@ extension PostgresOfflineStore {
                     logger: logger
                 )
             }
-            try await connection.query("SELECT pg_notify(\(channel), \(queue))", logger: logger)
             return true
         }
+        if replaced { madeWork(in: queue) }
+        return replaced
     }
 
     public func setAside(_ ids: [OfflineEntry.ID], reason: String, now: Date) async throws {
@@ -276,17 +285,17 @@ extension PostgresOfflineStore {
     public func clearPauses(queue: String, now: Date) async throws {
         try await run("clear pauses") {
             // Only pauses: a scheduled entry's own `not_before` is later than its pause, or it has none.
-            try await client.query(
+            try await changed(client.query(
                 """
                 WITH done AS (
                     UPDATE \(unescaped: schema).entry SET not_before = \(now), paused_until = NULL
                     WHERE queue = \(queue) AND dead_at IS NULL AND paused_until IS NOT NULL
                       AND not_before > \(now) AND not_before <= paused_until
                     RETURNING queue)
-                SELECT pg_notify(\(channel), \(queue)) WHERE EXISTS (SELECT 1 FROM done)
+                SELECT DISTINCT queue FROM done
                 """,
                 logger: logger
-            )
+            ))
         }
     }
 
@@ -357,7 +366,7 @@ extension PostgresOfflineStore {
                         UPDATE \(unescaped: schema).entry SET sequence = DEFAULT, dead_at = NULL, dead_reason = NULL,
                             attempts = 0, not_before = \(now), paused_until = NULL, expires_at = NULL
                         WHERE id = \(id) AND dead_at IS NOT NULL RETURNING queue)
-                    SELECT pg_notify(\(channel), queue) FROM moved
+                    SELECT queue FROM moved
                     """,
                     logger: logger
                 )
@@ -368,12 +377,14 @@ extension PostgresOfflineStore {
 
     public func remove(_ id: OfflineEntry.ID) async throws {
         try await run("remove an entry") {
-            try await client.query(
-                """
-                WITH done AS (DELETE FROM \(unescaped: schema).entry WHERE id = \(id) RETURNING queue)
-                SELECT pg_notify(\(channel), queue) FROM done
-                """,
-                logger: logger
+            try await changed(
+                client.query(
+                    """
+                    WITH done AS (DELETE FROM \(unescaped: schema).entry WHERE id = \(id) RETURNING queue)
+                    SELECT queue FROM done
+                    """,
+                    logger: logger
+                )
             )
         }
     }
@@ -403,10 +414,19 @@ extension PostgresOfflineStore {
         }
     }
 
-    /// Whether a fenced statement changed its row (it returns one row when it did).
+    /// Whether a statement changed a row (it returns a row for each it changed). A statement that
+    /// returns the changed rows' `queue` (and makes work there: a finished, rescheduled or freed
+    /// entry) wakes that queue's workers.
+    @discardableResult
     func changed(_ rows: PostgresRowSequence) async throws -> Bool {
+        var queues: Set<String> = []
         var any = false
-        for try await _ in rows { any = true }
+        for try await row in rows {
+            any = true
+            let columns = row.makeRandomAccess()
+            if columns.contains("queue"), let queue = try? columns["queue"].decode(String.self) { queues.insert(queue) }
+        }
+        queues.forEach { madeWork(in: $0) }
         return any
     }
 

@@ -32,9 +32,13 @@ import PostgresNIO
 /// it runs, and a dead worker's entries are taken by another one within about two lease lengths.
 ///
 /// **Wake-ups.** Every change that makes work (an add, a reschedule, a finished or handed-back
-/// entry) sends one `NOTIFY` per transaction and queue; idle workers `LISTEN` on one pooled
+/// entry) is followed by a `NOTIFY`, sent after the change commits and coalesced (at most one in
+/// flight per queue, so a burst of adds sends a handful, and concurrent adds never queue up behind
+/// PostgreSQL's notification lock); an outbox add notifies inside the caller's transaction, on
+/// commit. Idle workers `LISTEN` on one pooled
 /// connection and poll now and then in case a notification was missed. ``WakeUps/pollOnly(every:)``
-/// is for poolers that break `LISTEN` (PgBouncer in transaction mode).
+/// is for poolers that break `LISTEN` (PgBouncer in transaction mode): such a store neither listens
+/// nor notifies, so give every worker of the fleet the same mode.
 ///
 /// **The hot table stays small.** A delivered entry is deleted in the statement that completes it;
 /// dead letters stay (few) but are not in the claim's index.
@@ -64,9 +68,22 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
 
     let logger: Logger
     let listener: NotificationListener
+    let notifier: Notifier
 
     /// The channel that `NOTIFY` and `LISTEN` use: one per schema, the queue's name as payload.
     var channel: String { "\(schema)_wake" }
+
+    /// Whether this store's writes send `NOTIFY` (not in poll-only mode: nobody listens).
+    var sendsNotifications: Bool {
+        if case .notify = wakeUpMode { return true }
+        return false
+    }
+
+    /// Wakes the workers listening for `queue` after a change that made work there (sent after the
+    /// change committed, coalesced: see ``Notifier``); nothing in poll-only mode.
+    func madeWork(in queue: String) {
+        if sendsNotifications { notifier.notify(queue) }
+    }
 
     /// Opens the store in `schema` of the database `client` connects to, creating and migrating
     /// its tables first (several workers may start at once: migrations take turns on an advisory
@@ -109,6 +126,7 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
         self.workerName = workerName ?? Self.defaultWorkerName()
         self.logger = logger
         self.listener = NotificationListener(client: client, channel: "\(schema)_wake", logger: logger)
+        self.notifier = Notifier(client: client, channel: "\(schema)_wake", logger: logger)
         try await PostgresSchema.migrate(client: client, schema: schema, logger: logger)
     }
 

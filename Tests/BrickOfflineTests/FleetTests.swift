@@ -230,6 +230,20 @@ struct FleetTests {
         }
     }
 
+    @Test("poll-only (for PgBouncer in transaction mode): a worker that never listens picks up what another process adds")
+    func pollOnly() async throws {
+        try await withServer { server in
+            try await withFleetStore { store, _ in
+                let worker = try FleetWorker(schema: store.schema, queue: "polled", cap: 4, leaseMilliseconds: 2000, pollOnly: true)
+                await worker.ready()
+                // Added once the worker sleeps with nothing due: only its poll can find them.
+                _ = try await addEntries(10, to: store, queue: "polled", url: { server.baseURL + "/post?n=\($0)" })
+                #expect(try await drained(store, queue: "polled"))
+                #expect(server.requests(path: "/post").count == 10)
+            }
+        }
+    }
+
     @Test("the outbox: an entry added in a rolled-back transaction never exists; a committed one is delivered")
     func outbox() async throws {
         try await withServer { server in

@@ -359,6 +359,21 @@ struct PersistentRequestQueueTests {
         }
     }
 
+    @Test("a queue made long after its session stores today's dates, so that other processes read them right", arguments: StoreKind.allCases)
+    func datesOfALateQueue(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let clock = ManualClock()
+            let session = session(clock: clock)
+            // The session has been up for an hour when the queue is made.
+            clock.advance(by: .seconds(3600))
+            let queue = PersistentRequestQueue(name: "late", store: try await place.open("late"), session: session)
+            let url = "http://127.0.0.1:\(closedPort())/post"
+            try await queue.add(RecordSale(url, amount: 1), options: .init(notBefore: .distantFuture))
+            let entry = try #require(try await queue.entries().first)
+            #expect(abs(entry.createdAt.timeIntervalSinceNow) < 60, "stored createdAt \(entry.createdAt), now \(Date())")
+        }
+    }
+
     @Test("a scheduled entry waits for its notBefore", arguments: StoreKind.allCases)
     func scheduled(kind: StoreKind) async throws {
         try await withServer { server in

@@ -227,9 +227,13 @@ public final class PersistentRequestQueue: Sendable {
         try await core.add(request, options: options, completion: completion)
     }
 
-    /// The entry ``add(_:options:)`` would store for `endpoint`, rendered and checked, for a store
-    /// that writes it itself (the outbox of `BrickOfflinePostgres`).
-    package func draft(_ endpoint: some RequestType, options: EntryOptions) throws(BrickError) -> OfflineEntry.Draft {
+    /// The entry ``add(_:options:)`` would store for `endpoint` — rendered with this queue's
+    /// session, checked (no credential header) and encoded — without storing it or starting
+    /// processing: for writing many in one transaction with ``OfflineStore/add(_:dedupe:)`` (a
+    /// bulk import, a tool that fills a queue that other processes drain).
+    ///
+    /// - Throws: ``BrickError`` with code `invalidRequest` when the request cannot be stored.
+    public func draft(_ endpoint: some RequestType, options: EntryOptions) throws(BrickError) -> OfflineEntry.Draft {
         try core.draft(try session.renderForStorage(endpoint), options: options)
     }
 
