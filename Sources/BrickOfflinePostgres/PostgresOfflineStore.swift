@@ -178,6 +178,13 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
     static func storeError(_ error: any Error, doing what: String) -> OfflineStoreError {
         guard let error = error as? PSQLError else {
             if error is CancellationError { return OfflineStoreError(.io, message: "cannot \(what): cancelled") }
+            if String(describing: type(of: error)) == "ConnectionPoolError" {
+                // The pool gave up making connections (about a minute of failures) or was shut down.
+                return OfflineStoreError(
+                    .io,
+                    message: "cannot \(what): the PostgresClient could not make a connection (a wrong host, port, user, password or TLS setting, or the database is down; the client's backgroundLogger logs why each attempt failed), or it is not running"
+                )
+            }
             return OfflineStoreError(.io, message: "cannot \(what): \(type(of: error))")
         }
         let state = error.serverInfo?[.sqlState]

@@ -99,8 +99,10 @@ final class RunningClient: Sendable {
     let client: PostgresClient
     private let task: Task<Void, Never>
 
-    init(_ configuration: PostgresClient.Configuration) {
-        let client = PostgresClient(configuration: configuration)
+    init(_ configuration: PostgresClient.Configuration, backgroundLogger: Logger? = nil) {
+        let client =
+            backgroundLogger.map { PostgresClient(configuration: configuration, backgroundLogger: $0) }
+            ?? PostgresClient(configuration: configuration)
         self.client = client
         self.task = Task { await client.run() }
     }
