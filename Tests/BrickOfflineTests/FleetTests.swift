@@ -141,40 +141,53 @@ struct FleetTests {
         }
     }
 
-    /// A worker stopped past its lease while its request runs; another takes the entry and
-    /// delivers it; the first, continued, must change nothing. For `complete` its request succeeds
-    /// (a slow answer); otherwise the server never answers it and its 3 s timeout fails it, so it
-    /// reschedules — or buries, with one attempt allowed.
+    /// A worker stopped past its lease while its request runs; another takes the entry, and while
+    /// that one's request is still running (a slow answer) the first is continued and tries to
+    /// complete (its answer was a 200), reschedule (its request timed out) or bury (the same, with
+    /// one attempt allowed). None of its writes may apply: the entry stays with the new holder,
+    /// which delivers it and never finds its lease lost.
     func fencing(outcome: String) async throws {
         try await withServer { server in
             try await withFleetStore { store, _ in
                 let stale = try FleetWorker(schema: store.schema, queue: "fence", cap: 1, leaseMilliseconds: 1000)
                 await stale.ready()
-                let path = outcome == "complete" ? "/delay/2" : "/anything/fence"
-                if outcome != "complete" { server.script(path, [.stall]) }
+                let path = "/anything/fence"
+                server.script(path, [
+                    // The stale worker's request: a 200 dripped over 2 s, or no answer at all.
+                    outcome == "complete" ? .slowDrip(totalBytes: 8, interval: .milliseconds(250)) : .stall,
+                    // The new holder's: a 200 dripped over 2.5 s, during which the stale one wakes.
+                    .slowDrip(totalBytes: 10, interval: .milliseconds(250)),
+                ])
                 let options = PersistentRequestQueue.EntryOptions(maxAttempts: outcome == "bury" ? 1 : nil)
-                _ = try await addEntries(1, to: store, queue: "fence", url: { _ in server.baseURL + path }, options: options) {
+                let ids = try await addEntries(1, to: store, queue: "fence", url: { _ in server.baseURL + path }, options: options) {
                     url, _ in LimitedPost(url, timeout: .seconds(3))
                 }
                 await eventually { server.requests(path: path).count == 1 }
                 stale.signal(SIGSTOP)
+                // Past its lease, another worker takes the entry and sends it.
                 let holder = try FleetWorker(schema: store.schema, queue: "fence", cap: 1, leaseMilliseconds: 1000)
                 await holder.ready()
-                #expect(try await drained(store, queue: "fence"))
-                #expect(server.requests(path: path).count == 2)
-                #expect(holder.lines.contains { $0.hasPrefix("delivered") })
-                await holder.kill()
+                await eventually { server.requests(path: path).count == 2 }
+                let held = try #require(try await store.list(queue: "fence").first?.lease?.token)
                 stale.signal(SIGCONT)
-                // It learns that its lease is gone (by a heartbeat or by its outcome), and says so.
+                // The stale worker ends its attempt and learns its lease is gone.
                 await eventually { stale.lines.contains { $0.hasPrefix("storeFailed") && $0.contains("lease") } }
-                if outcome != "complete" {
-                    // Its own outcome was refused too.
-                    await eventually { stale.lines.contains { $0.hasPrefix(outcome == "bury" ? "dead" : "paused") } }
+                // While the holder's request still runs, the entry is untouched: same lease, no
+                // attempt counted, not set aside.
+                if let entry = try await store.list(queue: "fence").first {
+                    #expect(entry.lease?.token == held)
+                    #expect(entry.attempts == 0)
+                } else {
+                    #expect(holder.lines.contains { $0.hasPrefix("delivered") }, "the entry went before its holder delivered it")
                 }
-                // Nothing it wrote was applied: no entry came back, none was set aside.
-                #expect(try await store.count(queue: "fence") == 0)
+                #expect(try await store.deadLetters(queue: "fence").isEmpty)
+                // The holder delivers it, and its own writes all held.
+                #expect(try await drained(store, queue: "fence"))
+                await eventually { holder.lines.contains("delivered \(ids[0]) 200") }
+                #expect(!holder.lines.contains { $0.hasPrefix("storeFailed") })
                 #expect(try await store.deadLetters(queue: "fence").isEmpty)
                 #expect(server.requests(path: path).count == 2)
+                await holder.kill()
                 await stale.kill()
             }
         }
