@@ -15,12 +15,16 @@ final class NotificationListener: Sendable {
 
     private let client: PostgresClient
     private let channel: String
+    private let ownName: String
     private let logger: Logger
     private let state = Mutex(State())
 
-    init(client: PostgresClient, channel: String, logger: Logger) {
+    /// - Parameter ownName: The store's worker name: its own notifications are ignored (the loops
+    ///   of this process already know of the work they announce).
+    init(client: PostgresClient, channel: String, ownName: String, logger: Logger) {
         self.client = client
         self.channel = channel
+        self.ownName = ownName
         self.logger = logger
     }
 
@@ -59,6 +63,11 @@ final class NotificationListener: Sendable {
         task?.cancel()
     }
 
+    /// Wakes this process's loops waiting on `queue` (work this store made itself).
+    func wakeLocally(queue: String) {
+        wake(queue: queue)
+    }
+
     private func wake(queue: String?) {
         let continuations = state.withLock { state in
             state.subscribers.values.filter { queue == nil || $0.queue == queue }.map(\.continuation)
@@ -81,7 +90,13 @@ final class NotificationListener: Sendable {
                         // Anything sent while no one listened is lost: every queue looks now.
                         wake(queue: nil)
                         for try await notification in notifications {
-                            wake(queue: notification.payload)
+                            // "sender\nqueue"; a payload of another form wakes every queue.
+                            let parts = notification.payload.split(separator: "\n", maxSplits: 1)
+                            guard parts.count == 2 else {
+                                wake(queue: nil)
+                                continue
+                            }
+                            if parts[0] != ownName { wake(queue: String(parts[1])) }
                         }
                     }
                 }

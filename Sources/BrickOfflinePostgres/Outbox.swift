@@ -39,7 +39,9 @@ extension PersistentRequestQueue {
         }
         let draft = try draft(endpoint, options: options)
         do {
-            return try await store.insert([draft], dedupe: options.dedupe, on: connection, notifying: true).first ?? draft.id
+            // Announced on commit to every listener, this process's too ("outbox" is no worker's name):
+            // the store cannot wake its own loops itself, since it does not see the commit.
+            return try await store.insert([draft], dedupe: options.dedupe, on: connection, notifying: true, sender: "outbox").first ?? draft.id
         } catch let error as OfflineStoreError {
             throw BrickError(.storage, message: "offline queue \(name): \(error)", underlying: error)
         } catch {

@@ -3,6 +3,7 @@ import BrickRequest
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// What ``OfflineStore`` asks, in SQL: each method one statement (or one transaction), fenced by
 /// the lease's token where it writes under a lease, with one `NOTIFY` per transaction and queue
@@ -12,21 +13,70 @@ extension PostgresOfflineStore {
 
     public func add(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy) async throws -> [OfflineEntry.ID] {
         guard !drafts.isEmpty else { return [] }
-        let ids = try await transaction("add entries") { connection in
-            try await self.insert(drafts, dedupe: dedupe, on: connection, notifying: false)
+        let ids: [OfflineEntry.ID]
+        if drafts.count <= Self.rowsPerInsert && drafts.allSatisfy({ $0.dedupeKey == nil }) {
+            // One statement, committed on its own: no BEGIN and COMMIT round trips.
+            ids = try await run("add entries") {
+                try await client.query(insertStatement(drafts[...], notifying: false, sender: workerName), logger: logger)
+                return drafts.map(\.id)
+            }
+        } else {
+            ids = try await transaction("add entries") { connection in
+                try await self.insert(drafts, dedupe: dedupe, on: connection, notifying: false, sender: workerName)
+            }
         }
+        // Announced after the commit, coalesced (see Notifier): PostgreSQL makes notifying commits
+        // take turns, and a notification per add would cost every listener a wake-up per add.
         for queue in Set(drafts.map(\.queue)) { madeWork(in: queue) }
         return ids
     }
 
+    /// The most rows one `INSERT` takes (9 parameters each, of PostgreSQL's 65,535).
+    static let rowsPerInsert = 4000
+
+    /// A multi-row `INSERT` of `drafts`; with `notifying` (and a store that notifies), the same
+    /// statement sends each queue's notification, delivered when its transaction commits, naming
+    /// `sender` (a store's listener ignores its own worker name's).
+    func insertStatement(_ drafts: ArraySlice<OfflineEntry.Draft>, notifying: Bool, sender: String) throws -> PostgresQuery {
+        var sql = """
+            INSERT INTO \(schema).entry (id, queue, payload, idempotency_key, dedupe_key, created_at,
+                                         not_before, max_attempts, expires_at) VALUES
+            """
+        var binds = PostgresBindings(capacity: drafts.count * 9)
+        for (index, draft) in drafts.enumerated() {
+            let base = index * 9
+            sql += index == 0 ? " " : ", "
+            sql += "(" + (1...9).map { "$\(base + $0)" }.joined(separator: ", ") + ")"
+            binds.append(draft.id)
+            binds.append(draft.queue)
+            try binds.append(draft.payload)
+            binds.append(draft.idempotencyKey)
+            binds.append(draft.dedupeKey)
+            binds.append(draft.createdAt)
+            binds.append(draft.notBefore)
+            binds.append(draft.maxAttempts.map(Int64.init))
+            binds.append(draft.expiresAt)
+        }
+        if notifying && sendsNotifications {
+            // `channel` is the validated schema name and a suffix: safe as a literal.
+            binds.append(sender)
+            sql = """
+                WITH added AS (\(sql) RETURNING queue)
+                SELECT pg_notify('\(channel)', $\(drafts.count * 9 + 1) || E'\\n' || queue) FROM (SELECT DISTINCT queue FROM added) q
+                """
+        }
+        return PostgresQuery(unsafeSQL: sql, binds: binds)
+    }
+
     /// Inserts `drafts` on `connection`, inside the caller's transaction (the outbox) or the store's
     /// own; with `notifying`, sends each queue's notification inside the transaction (delivered
-    /// when it commits: the outbox, whose commit the store does not see).
+    /// when it commits: the outbox, whose commit the store does not see), naming `sender`.
     func insert(
         _ drafts: [OfflineEntry.Draft],
         dedupe: DedupePolicy,
         on connection: PostgresConnection,
-        notifying: Bool
+        notifying: Bool,
+        sender: String
     ) async throws -> [OfflineEntry.ID] {
         for draft in drafts {
             guard let key = draft.dedupeKey else { continue }
@@ -51,34 +101,10 @@ extension PostgresOfflineStore {
             }
             try await connection.query("DELETE FROM \(unescaped: schema).entry WHERE sequence = \(sequence)", logger: logger)
         }
-        // Multi-row inserts, 4,000 rows (36,000 parameters) at most per statement.
-        for start in stride(from: 0, to: drafts.count, by: 4000) {
-            let chunk = drafts[start..<min(start + 4000, drafts.count)]
-            var sql = """
-                INSERT INTO \(schema).entry (id, queue, payload, idempotency_key, dedupe_key, created_at,
-                                             not_before, max_attempts, expires_at) VALUES
-                """
-            var binds = PostgresBindings(capacity: chunk.count * 9)
-            for (index, draft) in chunk.enumerated() {
-                let base = index * 9
-                sql += index == 0 ? " " : ", "
-                sql += "(" + (1...9).map { "$\(base + $0)" }.joined(separator: ", ") + ")"
-                binds.append(draft.id)
-                binds.append(draft.queue)
-                try binds.append(draft.payload)
-                binds.append(draft.idempotencyKey)
-                binds.append(draft.dedupeKey)
-                binds.append(draft.createdAt)
-                binds.append(draft.notBefore)
-                binds.append(draft.maxAttempts.map(Int64.init))
-                binds.append(draft.expiresAt)
-            }
-            try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
-        }
-        if notifying && sendsNotifications {
-            for queue in Set(drafts.map(\.queue)) {
-                try await connection.query("SELECT pg_notify(\(channel), \(queue))", logger: logger)
-            }
+        // Multi-row inserts; the notifications, if any, with the last one.
+        for start in stride(from: 0, to: drafts.count, by: Self.rowsPerInsert) {
+            let end = min(start + Self.rowsPerInsert, drafts.count)
+            try await connection.query(insertStatement(drafts[start..<end], notifying: notifying && end == drafts.count, sender: sender), logger: logger)
         }
         return drafts.map(\.id)
     }

@@ -3,6 +3,7 @@ import BrickRequest
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// An ``OfflineStore`` in PostgreSQL, shared by every process of a fleet: a
 /// `PersistentRequestQueue` or `OfflineRequestManager` on it in each worker delivers the queue
@@ -69,6 +70,8 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
     let logger: Logger
     let listener: NotificationListener
     let notifier: Notifier
+    /// Adds of this store under way now: a lone one notifies inside its own transaction.
+    let addsUnderWay = Atomic<Int>(0)
 
     /// The channel that `NOTIFY` and `LISTEN` use: one per schema, the queue's name as payload.
     var channel: String { "\(schema)_wake" }
@@ -79,10 +82,12 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
         return false
     }
 
-    /// Wakes the workers listening for `queue` after a change that made work there (sent after the
-    /// change committed, coalesced: see ``Notifier``); nothing in poll-only mode.
-    func madeWork(in queue: String) {
-        if sendsNotifications { notifier.notify(queue) }
+    /// After a change that made work in `queue` committed: wakes this process's loops on this store
+    /// at once, and the other workers by a notification (coalesced: see ``Notifier``; none in
+    /// poll-only mode, nor when the change's own statement `notified` already).
+    func madeWork(in queue: String, notified: Bool = false) {
+        listener.wakeLocally(queue: queue)
+        if sendsNotifications && !notified { notifier.notify(queue) }
     }
 
     /// Opens the store in `schema` of the database `client` connects to, creating and migrating
@@ -98,7 +103,8 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
     ///   - leaseDuration: How long a lease lasts (at least 1 s). Default 10 s: a dead worker's
     ///     entries come back within about 20 s.
     ///   - wakeUps: `LISTEN`/`NOTIFY` with a fallback poll (default), or polling only.
-    ///   - workerName: Stamped on this worker's leases, for operators. Default host:pid:random.
+    ///   - workerName: Stamped on this worker's leases, for operators, and on its notifications;
+    ///     must be unique in the fleet. Default host:pid:random.
     ///   - logger: Where the store logs (a lost listener connection, its return).
     /// - Throws: ``OfflineStoreError`` when the schema name is not valid or the database cannot
     ///   be reached or migrated.
@@ -123,10 +129,11 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
         self.schema = schema
         self.leaseDuration = leaseDuration
         self.wakeUpMode = wakeUps
-        self.workerName = workerName ?? Self.defaultWorkerName()
         self.logger = logger
-        self.listener = NotificationListener(client: client, channel: "\(schema)_wake", logger: logger)
-        self.notifier = Notifier(client: client, channel: "\(schema)_wake", logger: logger)
+        let workerName = workerName ?? Self.defaultWorkerName()
+        self.workerName = workerName
+        self.listener = NotificationListener(client: client, channel: "\(schema)_wake", ownName: workerName, logger: logger)
+        self.notifier = Notifier(client: client, channel: "\(schema)_wake", sender: workerName, logger: logger)
         try await PostgresSchema.migrate(client: client, schema: schema, logger: logger)
     }
 

@@ -9,6 +9,7 @@
 //   - deliveries/s to a loopback BrickTestServer with 1, 2 and 4 workers (each a queue with its own
 //     store object and connection pool, in this process; cap 16 per fleet);
 //   - add → attempt start (the server receiving it) p50/p99, one idle worker, NOTIFY and poll-only;
+//   - with `adds` as its argument: only the adds, NOTIFY and poll-only alternating, 4 rounds;
 //   - reclaim time: a worker leases entries and dies (its lease is never extended); the time until
 //     another worker's attempt reaches the server, p50/p99, against the lease length.
 import BrickOffline
@@ -79,6 +80,25 @@ func bulkPerSecond(_ store: any OfflineStore, queue: String, count: Int) async t
     }
     let elapsed = try await clock.measure { _ = try await store.add(drafts, dedupe: .reject) }
     return Double(count) / seconds(elapsed)
+}
+
+// MARK: - Adds, interleaved (`fleet-bench adds`): NOTIFY and poll-only, alternating, 4 rounds
+if CommandLine.arguments.dropFirst().first == "adds" {
+    say("| round | 1 producer NOTIFY | 1 producer poll-only | ratio | 16 producers NOTIFY | 16 poll-only | ratio |")
+    say("|---:|---:|---:|---:|---:|---:|---:|")
+    for round in 1...4 {
+        var figures: [Double] = []
+        for producers in [1, 16] {
+            for wakeUps in [PostgresOfflineStore.WakeUps.notify(), .pollOnly()] {
+                let store = try await makeStore(schema: freshSchema("ab"), wakeUps: wakeUps)
+                let queue = PersistentRequestQueue(name: "adds", store: store, session: session)
+                figures.append(try await addsPerSecond(queue, producers: producers, each: producers == 1 ? 1_500 : 500))
+            }
+        }
+        say(String(format: "| %d | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f |", round, figures[0], figures[1],
+                   figures[0] / figures[1], figures[2], figures[3], figures[2] / figures[3]))
+    }
+    exit(0)
 }
 
 // MARK: - Adds
