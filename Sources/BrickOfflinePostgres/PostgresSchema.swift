@@ -45,6 +45,9 @@ enum PostgresSchema {
                 // Live leases of a queue, counted by a capped claim.
                 "CREATE INDEX entry_leased ON \(s).entry (queue, lease_expires_at) WHERE dead_at IS NULL AND lease_token IS NOT NULL",
                 "CREATE INDEX entry_dead ON \(s).entry (queue, dead_at) WHERE dead_at IS NOT NULL",
+                // Paused entries, which every delivery makes due again (clearPauses): never a scan
+                // of the whole queue.
+                "CREATE INDEX entry_paused ON \(s).entry (queue) WHERE dead_at IS NULL AND paused_until IS NOT NULL",
                 "CREATE UNIQUE INDEX entry_dedupe ON \(s).entry (queue, dedupe_key) WHERE dead_at IS NULL AND dedupe_key IS NOT NULL",
                 // The claim: up to p_limit due entries, never more than p_cap of the queue under a live
                 // lease. Capped claims of a queue take turns (an advisory lock held to commit) and

@@ -19,13 +19,13 @@ final class LimitedPost: Component, POSTRequestType {
 }
 
 /// A queued request keeps the limits its endpoint declared, and a delivery needs only a status.
-@Suite("The offline queue and an endpoint's own limits", .timeLimit(.minutes(1)))
+@Suite("The offline queue and an endpoint's own limits, on SQLite and on PostgreSQL", .timeLimit(.minutes(1)))
 struct QueueLimitsTests {
-    @Test("a 2xx whose body exceeds the endpoint's limit is a delivery: sent once, removed")
-    func largeAcceptedResponseIsADelivery() async throws {
+    @Test("a 2xx whose body exceeds the endpoint's limit is a delivery: sent once, removed", arguments: StoreKind.allCases)
+    func largeAcceptedResponseIsADelivery(kind: StoreKind) async throws {
         try await withServer { server in
-            try await withDirectory { directory in
-                let queue = try PersistentRequestQueue(name: "large", directory: directory, session: session(), retryInterval: .milliseconds(50))
+            try await withStorePlace(kind) { place in
+                let queue = PersistentRequestQueue(name: "large", store: try await place.open("large"), session: session(), retryInterval: .milliseconds(50))
                 server.script("/accepted", [.respond(status: 201, body: Array(repeating: 65, count: 64 * 1024))])
                 let delivered = Lock<TransportResponse?>(nil)
                 try await queue.add(LimitedPost(server.baseURL + "/accepted", maxResponseSize: 1024)) { result in
@@ -42,11 +42,11 @@ struct QueueLimitsTests {
         }
     }
 
-    @Test("a 2xx whose body fits is delivered with its body")
-    func smallResponseKeepsItsBody() async throws {
+    @Test("a 2xx whose body fits is delivered with its body", arguments: StoreKind.allCases)
+    func smallResponseKeepsItsBody(kind: StoreKind) async throws {
         try await withServer { server in
-            try await withDirectory { directory in
-                let queue = try PersistentRequestQueue(name: "small", directory: directory, session: session())
+            try await withStorePlace(kind) { place in
+                let queue = PersistentRequestQueue(name: "small", store: try await place.open("small"), session: session())
                 server.script("/small", [.respond(status: 200, body: Array("fits".utf8))])
                 let delivered = Lock<TransportResponse?>(nil)
                 try await queue.add(LimitedPost(server.baseURL + "/small", maxResponseSize: 1024)) { result in
@@ -59,11 +59,11 @@ struct QueueLimitsTests {
         }
     }
 
-    @Test("a queued request keeps its endpoint's timeout: a server that never answers fails the attempt at that timeout")
-    func keepsTheEndpointTimeout() async throws {
+    @Test("a queued request keeps its endpoint's timeout: a server that never answers fails the attempt at that timeout", arguments: StoreKind.allCases)
+    func keepsTheEndpointTimeout(kind: StoreKind) async throws {
         try await withServer { server in
-            try await withDirectory { directory in
-                let queue = try PersistentRequestQueue(name: "slow", directory: directory, session: session(), retryInterval: .seconds(3600))
+            try await withStorePlace(kind) { place in
+                let queue = PersistentRequestQueue(name: "slow", store: try await place.open("slow"), session: session(), retryInterval: .seconds(3600))
                 server.script("/never", [.stall])
                 var events = queue.events.makeAsyncIterator()
                 try await queue.add(LimitedPost(server.baseURL + "/never", timeout: .milliseconds(300)))
