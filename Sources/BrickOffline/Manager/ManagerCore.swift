@@ -139,6 +139,8 @@ final class ManagerCore: Sendable {
         do {
             return try await call(store, name)
         } catch {
+            // A call cut short because the manager is being shut down is not a store failure.
+            if isStopped { return nil }
             report("cannot \(what): \(error)")
             return nil
         }
