@@ -246,17 +246,37 @@ public final class StubTransport: Transport {
 
 extension Session {
     /// A real ``Session`` on a ``StubTransport``: the whole pipeline runs, the network does not.
+    /// Retry delays return at once (an ``ImmediateClock``): an endpoint that retries a `503` five
+    /// times, 5 s apart, fails in microseconds instead of waiting on a clock nobody advances.
     ///
     /// - Parameters:
     ///   - transport: The stub.
     ///   - configuration: Headers and other settings; the transport part is not used.
-    ///   - clock: The clock retry delays wait on; pass the stub's `ManualClock` to control them.
+    ///   - clock: The clock retry delays run on; pass your own to assert the waits (``ImmediateClock/sleeps``).
     ///   - reachability: The reachability the retry engine reads; default always reachable.
     /// - Returns: The session.
     public static func testing(
         _ transport: StubTransport,
         configuration: Configuration = Configuration(),
-        clock: ManualClock = ManualClock(),
+        clock: ImmediateClock = ImmediateClock(),
+        reachability: ManualReachability = ManualReachability()
+    ) -> Session {
+        Session(configuration: configuration, transport: transport, reachability: reachability, clock: clock)
+    }
+
+    /// A real ``Session`` on a ``StubTransport`` whose retry delays wait on `clock` until the test
+    /// advances it: for tests that look at what happens during a wait.
+    ///
+    /// - Parameters:
+    ///   - transport: The stub.
+    ///   - configuration: Headers and other settings; the transport part is not used.
+    ///   - clock: The clock retry delays wait on; advance it with ``ManualClock/advance(by:)``.
+    ///   - reachability: The reachability the retry engine reads; default always reachable.
+    /// - Returns: The session.
+    public static func testing(
+        _ transport: StubTransport,
+        configuration: Configuration = Configuration(),
+        clock: ManualClock,
         reachability: ManualReachability = ManualReachability()
     ) -> Session {
         Session(configuration: configuration, transport: transport, reachability: reachability, clock: clock)

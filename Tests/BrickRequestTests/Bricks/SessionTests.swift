@@ -14,6 +14,16 @@ final class RecordingMonitor: EventMonitor {
     func requestDidFailToRender(_ error: BrickError) { events.withLock { $0.append("render \(error.code)") } }
 }
 
+/// An endpoint with the default retries (5 attempts, 5 s apart), as a newcomer's first one is.
+final class RetryingUser: Component, GETRequestType, ValidatedResponseType, JSONResponseType {
+    let session: Session
+    var urlString: String { "https://api.example.com/users/1" }
+    init(session: Session) {
+        self.session = session
+        super.init()
+    }
+}
+
 final class StubbedUser: Component, GETRequestType, NonAutoRetryType, ValidatedResponseType, JSONResponseType {
     let session: Session
     var urlString: String { "https://api.example.com/users/1" }
@@ -34,6 +44,23 @@ struct SessionTests {
         let user = try await StubbedUser(session: session).value
         #expect(user["name"].string == "Ada")
         #expect(monitor.events.withLock { $0 } == ["start GET", "complete 200"])
+    }
+
+    @Test("Session.testing: an endpoint that retries a 503 fails at once, its waits recorded, instead of hanging on a clock nobody advances")
+    func retriesEndAtOnce() async throws {
+        let stub = StubTransport()
+        stub.stub(.get, "/users/1", .status(.serviceUnavailable))
+        let clock = ImmediateClock()
+        let response = await RetryingUser(session: Session.testing(stub, clock: clock)).response()
+        #expect(response.error?.code == .unacceptableStatusCode)
+        #expect(stub.requests.count > 1)
+        #expect(clock.sleeps.count == stub.requests.count - 1)
+        #expect(clock.sleeps.allSatisfy { $0 > .zero })
+        // The default, with no clock given, ends as quickly.
+        let other = StubTransport()
+        other.stub(.get, "/users/1", .status(.serviceUnavailable))
+        #expect(await RetryingUser(session: Session.testing(other)).response().error?.code == .unacceptableStatusCode)
+        #expect(other.requests.count == stub.requests.count)
     }
 
     @Test("scripted sequences: each request takes the next response, the last repeats")
