@@ -100,7 +100,12 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         var text = "BrickError.\(code): \(message)"
         if let status { text += " (status \(status.code))" }
-        if let underlying { text += " [\(underlying)]" }
+        if let transport = underlying as? TransportError, transport.message == message {
+            // The same sentence twice says nothing: only what the transport error adds.
+            text += transport.details
+        } else if let underlying {
+            text += " [\(underlying)]"
+        }
         return text
     }
 

@@ -97,7 +97,13 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
 
     /// A one-line summary: kind, message, curl code and errno.
     public var description: String {
-        var text = "TransportError.\(kind): \(message)"
+        "TransportError.\(kind): \(message)" + details
+    }
+
+    /// What the summary adds to the message: curl code, errno, whether bytes were sent, what was
+    /// kept (`""` when nothing): all a `BrickError` that repeats this message needs to add.
+    package var details: String {
+        var text = ""
         if let curlCode { text += " (curl \(curlCode))" }
         if let osErrno, osErrno != 0 { text += " (errno \(osErrno))" }
         if requestBytesSent { text += " [request bytes sent]" }

@@ -166,6 +166,15 @@ struct SessionTests {
         #expect(!"\(headerError!)".contains("secret"))
     }
 
+    @Test("a BrickError from a transport failure says its sentence once, then what the transport adds")
+    func oneSentence() {
+        let transport = TransportError(.cannotConnect, message: "Failed to connect to 127.0.0.1 port 9", curlCode: 7, osErrno: 111)
+        #expect("\(BrickError.transport(transport))" == "BrickError.cannotConnect: Failed to connect to 127.0.0.1 port 9 (curl 7) (errno 111)")
+        // A cause with a message of its own is still shown whole.
+        let wrapped = BrickError(.cannotConnect, message: "the proxy refused", underlying: transport)
+        #expect("\(wrapped)".contains("[TransportError.cannotConnect: Failed to connect to 127.0.0.1 port 9 (curl 7) (errno 111)]"))
+    }
+
     @Test("BrickError codes match in catch patterns and compare by code")
     func codes() {
         let error: any Error = BrickError(.timedOut, message: "slow")
