@@ -16,12 +16,12 @@ extension PostgresOfflineStore {
         let ids: [OfflineEntry.ID]
         if drafts.count <= Self.rowsPerInsert && drafts.allSatisfy({ $0.dedupeKey == nil }) {
             // One statement, committed on its own: no BEGIN and COMMIT round trips.
-            ids = try await run("add entries") {
+            ids = try await run("add entries") { [self] in
                 try await client.query(insertStatement(drafts[...], notifying: false, sender: workerName), logger: logger)
                 return drafts.map(\.id)
             }
         } else {
-            ids = try await transaction("add entries") { connection in
+            ids = try await transaction("add entries") { [self] connection in
                 try await self.insert(drafts, dedupe: dedupe, on: connection, notifying: false, sender: workerName)
             }
         }
@@ -114,7 +114,7 @@ extension PostgresOfflineStore {
     public func lease(queue: String, limit: Int, cap: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] {
         guard limit > 0, cap > 0 else { return [] }
         let token = UUID()
-        return try await run("lease entries") {
+        return try await run("lease entries") { [self] in
             try await entries(
                 client.query(
                     """
@@ -129,7 +129,7 @@ extension PostgresOfflineStore {
 
     public func leaseHead(queue: String, now: Date, for duration: Duration) async throws -> OfflineEntry? {
         let token = UUID()
-        return try await run("lease the head entry") {
+        return try await run("lease the head entry") { [self] in
             // The oldest pending entry, if it is due and free; a concurrent claim of the same row
             // waits, then finds it leased and takes nothing.
             try await entries(
@@ -152,7 +152,7 @@ extension PostgresOfflineStore {
     public func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool {
         // The length asked for, measured from the database's clock.
         let seconds = max(0, expiry.timeIntervalSinceNow)
-        return try await run("extend a lease") {
+        return try await run("extend a lease") { [self] in
             try await changed(
                 client.query(
                     """
@@ -169,7 +169,7 @@ extension PostgresOfflineStore {
     // MARK: - Fenced outcomes
 
     public func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool {
-        try await run("remove a delivered entry") {
+        try await run("remove a delivered entry") { [self] in
             try await changed(
                 client.query(
                     """
@@ -190,7 +190,7 @@ extension PostgresOfflineStore {
         attempt: OfflineEntry.AttemptRecord,
         countsAttempt: Bool
     ) async throws -> Bool {
-        try await run("reschedule an entry") {
+        try await run("reschedule an entry") { [self] in
             try await changed(
                 client.query(
                     """
@@ -216,7 +216,7 @@ extension PostgresOfflineStore {
         attempt: OfflineEntry.AttemptRecord?,
         countsAttempt: Bool
     ) async throws -> Bool {
-        try await run("set an entry aside") {
+        try await run("set an entry aside") { [self] in
             try await changed(
                 client.query(
                     """
@@ -243,7 +243,7 @@ extension PostgresOfflineStore {
         ids: [OfflineEntry.ID],
         with drafts: [OfflineEntry.Draft]
     ) async throws -> Bool {
-        let replaced = try await transaction("replace pending entries") { connection in
+        let replaced = try await transaction("replace pending entries") { [self] connection in
             var sequences: [Int64] = []
             for id in ids {
                 var found: Int64?
@@ -297,7 +297,7 @@ extension PostgresOfflineStore {
 
     public func setAside(_ ids: [OfflineEntry.ID], reason: String, now: Date) async throws {
         guard !ids.isEmpty else { return }
-        try await run("set entries aside") {
+        try await run("set entries aside") { [self] in
             try await client.query(
                 """
                 UPDATE \(unescaped: schema).entry SET dead_at = \(now), dead_reason = \(reason)
@@ -309,7 +309,7 @@ extension PostgresOfflineStore {
     }
 
     public func clearPauses(queue: String, now: Date) async throws {
-        try await run("clear pauses") {
+        try await run("clear pauses") { [self] in
             // Only pauses: a scheduled entry's own `not_before` is later than its pause, or it has none.
             try await changed(client.query(
                 """
@@ -328,7 +328,7 @@ extension PostgresOfflineStore {
     /// The earliest date an entry of `queue` may be claimed: an unleased entry's `notBefore`, or
     /// a leased one's lease expiry (its worker may die).
     public func nextDue(queue: String) async throws -> Date? {
-        try await run("find the next due entry") {
+        try await run("find the next due entry") { [self] in
             var next: Date?
             for try await date in try await client.query(
                 """
@@ -345,7 +345,7 @@ extension PostgresOfflineStore {
     }
 
     public func count(queue: String) async throws -> Int {
-        try await run("count entries") {
+        try await run("count entries") { [self] in
             var count = 0
             for try await value in try await client.query(
                 "SELECT count(*) FROM \(unescaped: schema).entry WHERE queue = \(queue) AND dead_at IS NULL",
@@ -358,7 +358,7 @@ extension PostgresOfflineStore {
     }
 
     public func list(queue: String) async throws -> [OfflineEntry] {
-        try await run("list entries") {
+        try await run("list entries") { [self] in
             try await entries(
                 client.query(
                     "SELECT * FROM \(unescaped: schema).entry WHERE queue = \(queue) AND dead_at IS NULL ORDER BY sequence",
@@ -369,7 +369,7 @@ extension PostgresOfflineStore {
     }
 
     public func deadLetters(queue: String) async throws -> [OfflineEntry] {
-        try await run("list dead letters") {
+        try await run("list dead letters") { [self] in
             try await entries(
                 client.query(
                     """
@@ -383,7 +383,7 @@ extension PostgresOfflineStore {
     }
 
     public func retryDeadLetter(_ id: OfflineEntry.ID, now: Date) async throws {
-        let moved = try await run("retry a dead letter") {
+        let moved = try await run("retry a dead letter") { [self] in
             // Back at the end of its queue: a new sequence, attempts from zero, no expiry.
             try await changed(
                 client.query(
@@ -402,7 +402,7 @@ extension PostgresOfflineStore {
     }
 
     public func remove(_ id: OfflineEntry.ID) async throws {
-        try await run("remove an entry") {
+        try await run("remove an entry") { [self] in
             try await changed(
                 client.query(
                     """
@@ -416,7 +416,7 @@ extension PostgresOfflineStore {
     }
 
     public func removeAll(queue: String) async throws {
-        try await run("remove all entries") {
+        try await run("remove all entries") { [self] in
             try await client.query("DELETE FROM \(unescaped: schema).entry WHERE queue = \(queue)", logger: logger)
         }
     }
@@ -424,10 +424,15 @@ extension PostgresOfflineStore {
     // MARK: - Plumbing
 
     /// Runs `body` in a transaction on one connection of the pool.
-    func transaction<T: Sendable>(_ what: String, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+    func transaction<T: Sendable>(
+        _ what: String,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         do {
-            return try await client.withConnection { connection in
-                try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
+            return try await CallDeadline.run(what) { [client, logger] in
+                try await client.withConnection { connection in
+                    try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
+                }
             }
         } catch let error as PostgresTransactionError {
             let underlying = error.closureError ?? error.beginError ?? error.commitError ?? error.rollbackError

@@ -172,9 +172,9 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
     /// Runs `body`, turning a database failure into an ``OfflineStoreError`` that names what was
     /// being done and what the server said — never the connection's settings.
     @discardableResult
-    func run<T>(_ what: String, _ body: () async throws -> T) async throws -> T {
+    func run<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         do {
-            return try await body()
+            return try await CallDeadline.run(what, body)
         } catch let error as OfflineStoreError {
             throw error
         } catch {

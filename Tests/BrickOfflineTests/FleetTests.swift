@@ -19,8 +19,15 @@ final class FleetWorker: Sendable {
             .appendingPathComponent("brick-fleet-probe").path
     }
 
-    init(schema: String, queue: String, cap: Int, leaseMilliseconds: Int, pollOnly: Bool = false) throws {
-        let server = try PostgresFixture.server()
+    init(
+        schema: String,
+        queue: String,
+        cap: Int,
+        leaseMilliseconds: Int,
+        pollOnly: Bool = false,
+        server: PostgresFixture? = nil
+    ) throws {
+        let server = try server ?? PostgresFixture.server()
         output = NSTemporaryDirectory() + "brick-fleet-worker-" + UUID().uuidString + ".log"
         let environment = server.environment.map { "\($0.key)='\($0.value)'" }.sorted().joined(separator: " ")
         pid = try Subprocess.spawn(
@@ -84,9 +91,12 @@ func addEntries(
     return ids
 }
 
-/// A store on a fresh schema of the private server, for the test process.
-func withFleetStore<T>(_ body: (PostgresOfflineStore, RunningClient) async throws -> T) async throws -> T {
-    let client = RunningClient(try PostgresFixture.server().configuration())
+/// A store on a fresh schema of the private server (or of `server`), for the test process.
+func withFleetStore<T>(
+    server: PostgresFixture? = nil,
+    _ body: (PostgresOfflineStore, RunningClient) async throws -> T
+) async throws -> T {
+    let client = RunningClient(try (server ?? PostgresFixture.server()).configuration())
     defer { client.shutdown() }
     let store = try await PostgresOfflineStore(client: client.client, schema: PostgresFixture.freshSchema())
     return try await body(store, client)
@@ -305,16 +315,24 @@ struct FleetTests {
 
     @Test("the database restarts mid-run: workers reconnect on their own and nothing is lost")
     func databaseRestart() async throws {
+        // A server of its own: restarting the shared one would cut the tests running beside this one.
+        let database = try PostgresFixture.startPrivate()
+        defer { database.stop() }
         try await withServer { server in
-            try await withFleetStore { store, _ in
+            try await withFleetStore(server: database) { store, _ in
                 let workers = try (0..<2).map { _ in
-                    try FleetWorker(schema: store.schema, queue: "restart", cap: 8, leaseMilliseconds: 2000)
+                    try FleetWorker(schema: store.schema, queue: "restart", cap: 8, leaseMilliseconds: 2000, server: database)
                 }
                 for worker in workers { await worker.ready() }
                 _ = try await addEntries(1000, to: store, queue: "restart", url: { server.baseURL + "/delay/0.01?n=\($0)" })
                 await eventually { server.requests(path: "/delay/0.01").count >= 100 }
-                try PostgresFixture.server().restart()
-                #expect(try await drained(store, queue: "restart"))
+                try database.restart()
+                let done = try await drained(store, queue: "restart")
+                #expect(done)
+                if !done {
+                    let left = try? await store.list(queue: "restart")
+                    Issue.record("left: \(left?.count ?? -1), leased: \(left?.filter { $0.lease != nil }.count ?? -1); workers said: \(workers.map { $0.lines.suffix(3) })")
+                }
                 #expect(Set(server.requests(path: "/delay/0.01").map(\.uri)).count == 1000)
             }
         }

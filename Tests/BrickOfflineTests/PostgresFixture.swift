@@ -27,6 +27,17 @@ final class PostgresFixture: Sendable {
         $0 as? FixtureError ?? FixtureError(message: "\($0)")
     }
 
+    /// A server of its own, for a test that restarts it (the shared one serves tests running in
+    /// parallel); ``stop()`` it at the end (its watchdog stops it anyway when this process ends).
+    static func startPrivate() throws -> PostgresFixture {
+        try PostgresFixture()
+    }
+
+    /// Stops the server and removes its directory.
+    func stop() {
+        _ = try? Self.run(Self.script, ["stop", directory])
+    }
+
     /// The shared server, or a test failure that says why there is none.
     static func server() throws -> PostgresFixture {
         try shared.get()

@@ -219,7 +219,9 @@ final class QueueCore: Sendable {
                 return
             }
             if leased.isEmpty {
-                await publishCount()
+                // With attempts running, each publishes the count once it has emitted its event: a
+                // count published here could reach 0 between an attempt's removal and its event.
+                if state.withLock({ $0.running.isEmpty }) { await publishCount() }
                 // Nothing due: wait for the earliest pause or schedule to end, or to be woken.
                 await sleep(until: try? await store.nextDue(queue: name))
                 continue
