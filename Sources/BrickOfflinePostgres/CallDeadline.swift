@@ -4,9 +4,9 @@ import Synchronization
 /// A store call that has not returned within its deadline fails, whatever the connection it waits
 /// on does: a query caught by a server restart must never hold a worker's attempt (and its place
 /// under the cap) for ever. The call's task is cancelled and left to end on its own.
-enum CallDeadline {
+package enum CallDeadline {
     /// How long one store call (a statement, or a transaction) may take.
-    static let limit: Duration = .seconds(30)
+    package static let limit: Duration = .seconds(30)
 
     /// One call in flight: whichever of its work, its timer or its caller's cancellation comes
     /// first resumes the caller, once.
@@ -69,7 +69,7 @@ enum CallDeadline {
 
     /// Runs `body`, failing with `OfflineStoreError` (kind `io`) after `limit`, or at once when the
     /// calling task is cancelled.
-    static func run<T: Sendable>(
+    package static func run<T: Sendable>(
         _ what: String,
         limit: Duration = limit,
         _ body: @escaping @Sendable () async throws -> T

@@ -128,3 +128,34 @@ struct PostgresConfigurationTests {
         }
     }
 }
+
+@Suite("A store call's deadline", .timeLimit(.minutes(1)))
+struct CallDeadlineTests {
+    @Test("a call that never answers fails at its deadline with an error that says so; one that answers returns its value")
+    func deadline() async throws {
+        do {
+            _ = try await CallDeadline.run("wait for nothing", limit: .milliseconds(100)) { () async throws -> Int in
+                // Never answers, and ignores cancellation, as a query on a dead connection might.
+                await withCheckedContinuation { (_: CheckedContinuation<Void, Never>) in }
+                return 1
+            }
+            Issue.record("a call with no answer returned")
+        } catch let error as OfflineStoreError {
+            #expect(error.kind == .io)
+            #expect(error.message.contains("no answer from the database"))
+        }
+        #expect(try await CallDeadline.run("answer", limit: .seconds(10)) { 42 } == 42)
+    }
+
+    @Test("cancelling the caller ends the call at once")
+    func cancellation() async throws {
+        let caller = Task {
+            try await CallDeadline.run("wait for nothing", limit: .seconds(3600)) { () async throws -> Int in
+                await withCheckedContinuation { (_: CheckedContinuation<Void, Never>) in }
+                return 1
+            }
+        }
+        caller.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await caller.value }
+    }
+}
