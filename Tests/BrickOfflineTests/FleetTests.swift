@@ -352,8 +352,10 @@ struct FleetTests {
                 // What it had started was finished, not left leased: nothing of the queue is leased.
                 let pending = try await store.list(queue: "graceful")
                 #expect(pending.allSatisfy { $0.lease == nil })
-                #expect(pending.count + server.requests(path: "/delay/0.5").count >= 20)
-                #expect(worker.lines.filter { $0.hasPrefix("delivered") }.count == server.requests(path: "/delay/0.5").count)
+                // Every attempt it started ran to its end within the grace period and was recorded:
+                // what reached the server is gone from the store, the rest is pending. (Its printed
+                // events are not counted: the process may exit before printing the last one.)
+                #expect(pending.count == 20 - server.requests(path: "/delay/0.5").count)
             }
         }
     }
