@@ -44,6 +44,15 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
         /// An offline store or cache could not keep what it was given (disk full, damaged file,
         /// permissions), or set an entry aside; see ``BrickError/underlying``.
         public static let storage = Code("storage")
+        /// Not sent: the server asked every caller to pause (`429` or `503` with `Retry-After`)
+        /// for longer than the request may wait; ``BrickError/notBefore`` says until when.
+        public static let hostPaused = Code("hostPaused")
+        /// Not sent: the host's rate or concurrency cap (``HostPolicy``) would hold the request
+        /// longer than it may wait.
+        public static let rateLimited = Code("rateLimited")
+        /// Not sent: the host's circuit breaker is open after repeated failures;
+        /// ``BrickError/notBefore`` says when it lets a probe through.
+        public static let circuitOpen = Code("circuitOpen")
         /// The response cache alone was asked (``CachePolicy/cacheOnly``, a request's
         /// `Cache-Control: only-if-cached`) and holds no usable response.
         public static let notCached = Code("notCached")
@@ -93,6 +102,10 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The transport failure behind this error, if it came from the transport.
     public var transportError: TransportError? { underlying as? TransportError }
 
+    /// For a request the host's traffic policy held back (``Code/hostPaused``,
+    /// ``Code/rateLimited``, ``Code/circuitOpen``): the earliest date it could be sent, when known.
+    public var notBefore: Date? { transportError?.notBefore }
+
     /// Compares codes only.
     public static func == (lhs: BrickError, rhs: BrickError) -> Bool { lhs.code == rhs.code }
 
@@ -131,6 +144,9 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
         case .tls: code = .tls
         case .invalidResponse, .bodyTooLarge, .tooManyRedirects, .redirectRefused: code = .invalidResponse
         case .cancelled: code = .cancelled
+        case .hostPaused: code = .hostPaused
+        case .rateLimited: code = .rateLimited
+        case .circuitOpen: code = .circuitOpen
         default: code = .transport
         }
         return BrickError(code, message: error.message, underlying: error)

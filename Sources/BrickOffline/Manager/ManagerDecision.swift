@@ -9,6 +9,7 @@ import Foundation
 /// | success | ``finished`` |
 /// | the time limit ran out (``OfflineRequestTimeout``) | ``fail(reason:)`` — never retried |
 /// | a network-class failure (``NetworkFailure/isNetwork``) | ``keep(notBefore:reason:)`` after the submission interval; not counted |
+/// | held back by the host's traffic policy with a date (``BrickError/notBefore``) | ``keep(notBefore:reason:)`` until that date; not counted |
 /// | any other failure the request or the delegate asks to retry | ``again(reason:)``, at once; counted |
 /// | any other failure | ``fail(reason:)`` |
 package enum ManagerDecision: Sendable, Hashable {
@@ -42,7 +43,8 @@ package enum ManagerDecision: Sendable, Hashable {
         case .failure(let error) where error is OfflineRequestTimeout:
             return .fail(reason: "\(error)")
         case .failure(let error) where NetworkFailure.of(error).isNetwork:
-            return .keep(notBefore: now.addingTimeInterval(submissionInterval.seconds), reason: "\(error)")
+            let heldBackUntil = (error as? BrickError)?.notBefore ?? (error as? TransportError)?.notBefore
+            return .keep(notBefore: heldBackUntil ?? now.addingTimeInterval(submissionInterval.seconds), reason: "\(error)")
         case .failure(let error):
             return resubmissionAsked(error) ? .again(reason: "\(error)") : .fail(reason: "\(error)")
         }

@@ -12,6 +12,10 @@ package enum AttemptOutcome: Sendable, Hashable {
     case unreadable(String)
     /// The authenticator could not produce or refresh a credential.
     case authentication(String)
+    /// The session's traffic policy for the host held the request back (a pause the server asked
+    /// for, the host's rate, an open circuit breaker): nothing was sent; `until` is when the host
+    /// may be tried again, when known.
+    case heldBack(until: Date?, reason: String)
 }
 
 /// What a queue does after an attempt: the pure decision at the heart of offline delivery,
@@ -33,6 +37,7 @@ package enum DeliveryDecision: Sendable, Hashable {
     /// | any 2xx | delivered (a 201 or 204 is a delivery, not only 200) |
     /// | any other status, any transport failure | retry after `retryInterval`, forever by default |
     /// | no route, no DNS (`notConnected`, `cannotResolveHost`), `outOfResources` | retry; the attempt does not count |
+    /// | held back by the host's traffic policy (paused by a `429`/`503`, its rate, an open breaker) | retry when the host may be tried (`until`, else within a second); the attempt does not count |
     /// | the attempt limit reached (`maxAttempts`) | dead letter "ran out of attempts" |
     /// | past `expiresAt` (checked before an attempt too) | dead letter "expired" |
     /// | unreadable stored request | dead letter with the reason |
@@ -60,6 +65,12 @@ package enum DeliveryDecision: Sendable, Hashable {
         case .authentication(let why):
             countsAttempt = false
             reason = "no credential: \(why)"
+        case .heldBack(let until, let why):
+            if let expiresAt, now >= expiresAt {
+                return .deadLetter(reason: "expired; last: \(why)", countsAttempt: false)
+            }
+            let soon = now.addingTimeInterval(min(retryInterval, Self.heldBackRetry).seconds)
+            return .retry(notBefore: max(until ?? soon, now), countsAttempt: false, reason: why)
         }
         let attempts = attemptsBefore + (countsAttempt ? 1 : 0)
         if let maxAttempts, attempts >= maxAttempts {
@@ -70,6 +81,9 @@ package enum DeliveryDecision: Sendable, Hashable {
         }
         return .retry(notBefore: now.addingTimeInterval(retryInterval.seconds), countsAttempt: countsAttempt, reason: reason)
     }
+
+    /// How soon an entry held back without a date (a half-open breaker's probe is out) is tried again.
+    package static let heldBackRetry: Duration = .seconds(1)
 
     /// Whether an entry may be attempted at all: an expired one goes to the dead letters first.
     package static func isExpired(_ entry: OfflineEntry, now: Date) -> Bool {

@@ -334,7 +334,7 @@ final class QueueCore: Sendable {
                 switch outcome {
                 case .status(let code): return (200..<300).contains(code) ? nil : "status \(code)"
                 case .transport(let kind): return "transport failure: \(kind)"
-                case .unreadable(let why), .authentication(let why): return why
+                case .unreadable(let why), .authentication(let why), .heldBack(_, let why): return why
                 }
             }()
         )
@@ -376,7 +376,8 @@ final class QueueCore: Sendable {
             // The capture enforces the endpoint's limit itself; the transport's would fail the attempt.
             request.options.maxResponseSize = nil
             do {
-                let response = capture.response(from: try await session.transport.send(request))
+                // Through the session's traffic policy: a host paused by a 429 is not sent to.
+                let response = capture.response(from: try await session.sendThroughTrafficControl(request))
                 if response.status.code == 401, let authenticator, !replayed {
                     replayed = true
                     do {
@@ -391,6 +392,9 @@ final class QueueCore: Sendable {
                 // Stopped by the capture once the body outgrew the limit: the status stands.
                 if let response = capture.responseWithoutBody(after: error) {
                     return (.status(response.status.code), response)
+                }
+                if NetworkFailure.of(error.kind) == .heldBack {
+                    return (.heldBack(until: error.notBefore, reason: error.message), nil)
                 }
                 return (.transport(error.kind), nil)
             }

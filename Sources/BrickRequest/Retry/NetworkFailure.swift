@@ -8,6 +8,7 @@
 /// | `notConnected`, `cannotResolveHost` | ``offline``: no route or no name; nothing left this machine |
 /// | `cannotConnect`, `cannotResolveProxy`, `timedOut`, `connectionReset` | ``unreachable``: the server (or the proxy) could not be reached, or the connection broke |
 /// | `outOfResources` | ``localResources``: this process ran out of descriptors or memory; nothing left it |
+/// | `hostPaused`, `rateLimited`, `circuitOpen` | ``heldBack``: the host's traffic policy kept it back; nothing left this machine |
 /// | anything else (TLS, redirects, invalid request or response, cancelled, …) | ``notNetwork`` |
 ///
 /// A ``BrickError`` is classed by the ``TransportError`` it wraps; one made without one by its code
@@ -19,6 +20,9 @@ package enum NetworkFailure: Sendable, Hashable {
     case unreachable
     /// The process ran out of descriptors or memory.
     case localResources
+    /// The host's traffic policy held the request back (a pause the server asked for, the rate,
+    /// an open circuit breaker): try again later; nothing was sent.
+    case heldBack
     /// Not a network failure.
     case notNetwork
 
@@ -28,6 +32,7 @@ package enum NetworkFailure: Sendable, Hashable {
         case .notConnected, .cannotResolveHost: return .offline
         case .cannotConnect, .cannotResolveProxy, .timedOut, .connectionReset: return .unreachable
         case .outOfResources: return .localResources
+        case .hostPaused, .rateLimited, .circuitOpen: return .heldBack
         default: return .notNetwork
         }
     }
@@ -41,13 +46,14 @@ package enum NetworkFailure: Sendable, Hashable {
         switch error.code {
         case .notConnected: return .offline
         case .cannotConnect, .timedOut, .connectionLost: return .unreachable
+        case .hostPaused, .rateLimited, .circuitOpen: return .heldBack
         default: return .notNetwork
         }
     }
 
-    /// The network stood between the client and the server: keep the request, or answer from the
-    /// cache.
-    package var isNetwork: Bool { self == .offline || self == .unreachable }
+    /// The network, or the host's traffic policy, stood between the client and the server: keep
+    /// the request, or answer from the cache.
+    package var isNetwork: Bool { self == .offline || self == .unreachable || self == .heldBack }
 
     /// Whether a request that failed this way may have reached the network at all (an attempt that
     /// did not is not counted against a queued request's limit).

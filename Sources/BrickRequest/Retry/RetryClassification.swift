@@ -26,6 +26,7 @@ package enum RetryVerdict: Sendable, Hashable {
 /// | `bodyTooLarge`, `invalidResponse` | fatal | the same request gets the same answer |
 /// | `invalidRequest`, `fileIO` | fatal | the request itself is wrong |
 /// | `cancelled`, `shutdown` | fatal | the caller stopped it |
+/// | `hostPaused`, `rateLimited`, `circuitOpen` | fatal | held back by the host's traffic policy, which already waited all it may; nothing was sent |
 /// | status 408, 429, 500, 502, 503, 504 (``AutoRetryConfiguration/retryableStatusCodes``) | back off and retry | the server says "later" |
 /// | any other status | fatal (deliver) | a definite answer |
 ///
@@ -69,7 +70,8 @@ package enum RetryClassification {
     /// Whether the retry engine needs to see `result` at all: the cheap check before it, so that
     /// most results skip it. Never `false` for a result the engine could retry or park: a
     /// response whose status the table retries (with retries allowed), any response when a
-    /// ``AutoRetryConfiguration/rule`` is set, any failure but cancellation and shutdown.
+    /// ``AutoRetryConfiguration/rule`` is set, any failure but cancellation, shutdown and a
+    /// traffic-policy refusal (save an open circuit breaker, which parks a request that may park).
     /// (`RetryEngineTests` checks this against the engine, kind by kind and status by status.)
     ///
     /// - Parameters:
@@ -83,6 +85,10 @@ package enum RetryClassification {
             guard configuration.maxRetryCount > 0 else { return false }
             return configuration.rule != nil || configuration.retryableStatusCodes.contains(response.status.code)
         case .failure(let error):
+            if NetworkFailure.of(error.kind) == .heldBack {
+                // Only an open breaker, met while the network is down, may park.
+                return error.kind == .circuitOpen && configuration.enableBackgroundRetry
+            }
             return error.kind != .cancelled && error.kind != .shutdown
         }
     }
@@ -114,6 +120,8 @@ package enum RetryClassification {
         case .bodyTooLarge, .invalidResponse: return (.fatal, "the same request gets the same answer")
         case .invalidRequest, .fileIO: return (.fatal, "the request itself is wrong")
         case .cancelled, .shutdown: return (.fatal, "stopped by the caller")
+        case .hostPaused, .rateLimited, .circuitOpen:
+            return (.fatal, "held back by the host's traffic policy, which waited all it may; nothing was sent")
         default: return (.fatal, "unclassified failure")
         }
     }

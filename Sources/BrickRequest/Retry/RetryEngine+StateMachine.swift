@@ -110,6 +110,15 @@ package struct RetryEngine: Sendable {
                 isIdempotent: isIdempotent
             )
             retryAfter = configuration.honorsRetryAfter ? after.map { min($0, Self.maximumRetryAfter) } : nil
+        case .failure(let error) where error.kind == .circuitOpen:
+            // An open breaker fails fast, except for a request that may park while the host is
+            // unreachable: it waits for the network, spending nothing, and is admitted again.
+            if configuration.enableBackgroundRetry && !configuration.failWhenNotReachable && isReachable == false {
+                lastReason = "the circuit breaker is open and the host is unreachable: wait for the network"
+                return .park
+            }
+            lastReason = "the circuit breaker is open: fail fast"
+            return .deliver
         case .failure(let error):
             (verdict, lastReason) = RetryClassification.verdict(for: error, isIdempotent: isIdempotent)
         }

@@ -17,6 +17,11 @@ public protocol EventMonitor: Sendable {
     ///
     /// - Parameter error: Why.
     func requestDidFailToRender(_ error: BrickError)
+    /// How the session treats a host changed: paused, rate lowered or restored, circuit breaker
+    /// opened, half-open or closed, retry budget exhausted.
+    ///
+    /// - Parameter event: The change.
+    func trafficDidChange(_ event: TrafficEvent)
 }
 
 extension EventMonitor {
@@ -27,4 +32,6 @@ extension EventMonitor {
     {}
     /// Does nothing.
     public func requestDidFailToRender(_ error: BrickError) {}
+    /// Does nothing.
+    public func trafficDidChange(_ event: TrafficEvent) {}
 }

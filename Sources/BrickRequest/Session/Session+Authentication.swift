@@ -9,13 +9,14 @@ extension Session {
     /// `401` refreshes the credential (once, shared with concurrent requests) and replays once.
     func attempt(
         _ request: TransportRequest,
+        kind: HostTraffic.AttemptKind,
         prepared: PreparedRequest,
         lifecycle: RequestLifecycle
     ) async throws(BrickError) -> Result<TransportResponse, TransportError> {
         guard let authenticator = prepared.authenticator else {
-            return await send(request, lifecycle: lifecycle)
+            return await send(request, kind: kind, lifecycle: lifecycle)
         }
-        var generation = try await signAndSend(request, authenticator, lifecycle)
+        var generation = try await signAndSend(request, kind, authenticator, lifecycle)
         guard case .success(let response) = generation.result, response.status == .unauthorized, !lifecycle.isCancelled
         else {
             return generation.result
@@ -25,12 +26,13 @@ extension Session {
         } catch {
             throw BrickError(.authenticationFailed, message: "the credential could not be refreshed", underlying: error)
         }
-        generation = try await signAndSend(request, authenticator, lifecycle)
+        generation = try await signAndSend(request, .replay, authenticator, lifecycle)
         return generation.result
     }
 
     private func signAndSend(
         _ request: TransportRequest,
+        _ kind: HostTraffic.AttemptKind,
         _ authenticator: Authenticator,
         _ lifecycle: RequestLifecycle
     ) async throws(BrickError) -> (result: Result<TransportResponse, TransportError>, generation: Int) {
@@ -47,21 +49,36 @@ extension Session {
         } catch {
             throw BrickError(.authenticationFailed, message: "the credential has an invalid header", underlying: error)
         }
-        return (await send(signed, lifecycle: lifecycle), credential.generation)
+        return (await send(signed, kind: kind, lifecycle: lifecycle), credential.generation)
     }
 
-    /// One attempt, registered with the lifecycle so `cancel()` stops it. The awaiting task is
-    /// resumed at the transport's next safe point where it offers one (``ResumingTransport``).
+    /// One attempt, admitted by the host's traffic policy (which may make it wait, or refuse it),
+    /// and registered with the lifecycle so `cancel()` stops it. The awaiting task is resumed at
+    /// the transport's next safe point where it offers one (``ResumingTransport``).
     func send(
         _ request: TransportRequest,
+        kind: HostTraffic.AttemptKind,
         lifecycle: RequestLifecycle
     ) async -> Result<
         TransportResponse, TransportError
     > {
-        let (transport, resuming) = (self.transport, self.resuming)
+        let ticket: TrafficControl.Ticket
+        switch traffic.step(traffic.ticket(for: request, kind: kind)) {
+        case .proceed(let admitted):
+            ticket = admitted
+        case .refuse(let error):
+            return .failure(error)
+        case .wait(let waiting, let admission):
+            switch await traffic.admit(continuing: waiting, from: admission, lifecycle: lifecycle) {
+            case .success(let admitted): ticket = admitted
+            case .failure(let error): return .failure(error)
+            }
+        }
+        let (transport, resuming, traffic) = (self.transport, self.resuming, self.traffic)
         return await withUnsafeContinuation {
             (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
             let task = transport.start(request) { result in
+                traffic.finished(ticket, result)
                 self.noteReachability(after: result, of: request, lifecycle: lifecycle)
                 continuation.resume(returning: result, through: resuming)
             }

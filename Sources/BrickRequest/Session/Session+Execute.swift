@@ -27,23 +27,40 @@ final class Exchange: Sendable {
     let request: TransportRequest
     let lifecycle: RequestLifecycle
     let handler: @Sendable (Outcome) -> Void
+    /// The first attempt's admission by the host's traffic policy.
+    let ticket: TrafficControl.Ticket
 
     init(
         session: Session,
         prepared: PreparedRequest,
         request: TransportRequest,
         lifecycle: RequestLifecycle,
+        ticket: TrafficControl.Ticket,
         handler: @escaping @Sendable (Outcome) -> Void
     ) {
         self.session = session
         self.prepared = prepared
         self.request = request
         self.lifecycle = lifecycle
+        self.ticket = ticket
         self.handler = handler
+    }
+
+    /// Starts the first attempt on the transport.
+    func start() {
+        // The closure's only capture is the exchange, which serves as its context: no allocation.
+        let task = session.transport.start(request) { [self] result in transportDidComplete(result) }
+        lifecycle.attach(task)
     }
 
     /// The transport's completion of the first attempt.
     func transportDidComplete(_ result: Result<TransportResponse, TransportError>) {
+        session.traffic.finished(ticket, result)
+        attemptDidEnd(result)
+    }
+
+    /// The first attempt's result (or its refusal by the traffic policy): delivered, or retried.
+    func attemptDidEnd(_ result: Result<TransportResponse, TransportError>) {
         // Fast path: a result the retry engine would deliver anyway goes straight to the handler.
         guard session.mayRetry(result, prepared: prepared, lifecycle: lifecycle) else {
             session.callbacks.submit(self, result)
@@ -111,16 +128,27 @@ extension Session {
             return
         }
         willStart(request)
-        let exchange = Exchange(
-            session: self,
-            prepared: prepared,
-            request: request,
-            lifecycle: lifecycle,
-            handler: handler
-        )
-        // The closure's only capture is the exchange, which serves as its context: no allocation.
-        let task = transport.start(request) { [exchange] result in exchange.transportDidComplete(result) }
-        lifecycle.attach(task)
+        switch traffic.step(traffic.ticket(for: request, kind: .first)) {
+        case .proceed(let ticket):
+            Exchange(session: self, prepared: prepared, request: request, lifecycle: lifecycle, ticket: ticket, handler: handler)
+                .start()
+        case .refuse(let error):
+            Exchange(session: self, prepared: prepared, request: request, lifecycle: lifecycle, ticket: .untracked, handler: handler)
+                .attemptDidEnd(.failure(error))
+        case .wait(let ticket, let admission):
+            // The host's policy makes the first attempt wait: in a task.
+            let prepared = copy prepared
+            Task { [self] in
+                switch await traffic.admit(continuing: ticket, from: admission, lifecycle: lifecycle) {
+                case .success(let admitted):
+                    Exchange(session: self, prepared: prepared, request: request, lifecycle: lifecycle, ticket: admitted, handler: handler)
+                        .start()
+                case .failure(let error):
+                    Exchange(session: self, prepared: prepared, request: request, lifecycle: lifecycle, ticket: .untracked, handler: handler)
+                        .attemptDidEnd(.failure(error))
+                }
+            }
+        }
     }
 
     /// Runs a prepared request on the caller's executor; cancelling the task cancels the transfer.
@@ -201,7 +229,7 @@ extension Session {
         await withTaskCancellationHandler {
             () async -> Result<Result<TransportResponse, TransportError>, BrickError> in
             do throws(BrickError) {
-                let first = try await attempt(request, prepared: prepared, lifecycle: lifecycle)
+                let first = try await attempt(request, kind: .first, prepared: prepared, lifecycle: lifecycle)
                 guard mayRetry(first, prepared: prepared, lifecycle: lifecycle) else { return .success(first) }
                 return .success(try await retryLoop(prepared, request: request, first: first, lifecycle: lifecycle))
             } catch {

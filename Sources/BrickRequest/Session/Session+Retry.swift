@@ -58,6 +58,8 @@ extension Session {
         // it may be the dead one.
         var request = request
         let host = request.host
+        // An attempt after parking was not a retry the budget paid for.
+        var parkedLast = false
         while true {
             if lifecycle.isCancelled { return Self.cancelled(after: result) }
             let outcome: RetryEngine.Outcome
@@ -72,7 +74,7 @@ extension Session {
                 response = arrived
             case .failure(let error):
                 outcome = .failure(error)
-                if RetryClassification.waitsForNetwork(error.kind) {
+                if RetryClassification.waitsForNetwork(error.kind) || error.kind == .circuitOpen {
                     // The network as the failed attempt met it, if recorded (see `noteReachability`).
                     status = lifecycle.takeReachabilityAtFailure() ?? reachability.status(for: host)
                 }
@@ -83,6 +85,7 @@ extension Session {
                 isReachable: status == .unknown ? nil : status == .reachable,
                 response: response
             )
+            parkedLast = action == .park
             switch action {
             case .deliver:
                 if engine.retryCount > 0 || !engine.lastReason.isEmpty {
@@ -93,8 +96,10 @@ extension Session {
                 }
                 return result
             case .retry:
+                guard traffic.allowsRetry(request) else { return overBudget(result, request: request) }
                 guard lifecycle.retrying(engine.retryCount) else { continue }
             case .retryAfter(let delay):
+                guard traffic.allowsRetry(request) else { return overBudget(result, request: request) }
                 guard lifecycle.retrying(engine.retryCount) else { continue }
                 logger.debug(
                     "retrying after a delay",
@@ -128,12 +133,24 @@ extension Session {
             }
             lifecycle.running()
             do throws(BrickError) {
-                result = try await attempt(request, prepared: prepared, lifecycle: lifecycle)
+                result = try await attempt(request, kind: parkedLast ? .first : .retry, prepared: prepared, lifecycle: lifecycle)
             } catch {
                 request.options.resumingDownload?.discard()
                 throw error
             }
         }
+    }
+
+    /// The outcome of a request whose retry the host's retry budget refused: its last attempt's.
+    private func overBudget(
+        _ result: Result<TransportResponse, TransportError>,
+        request: TransportRequest
+    ) -> Result<TransportResponse, TransportError> {
+        logger.debug(
+            "retry not made: the host's retry budget is spent",
+            metadata: ["url": "\(request.urlString)"]
+        )
+        return result
     }
 
     /// `fields` with `replacements` in place of any fields of the same names.

@@ -39,6 +39,8 @@ public final class Session: Sendable {
     /// Stored responses being revalidated in the background (`stale-while-revalidate`), so that
     /// each is revalidated once at a time.
     let backgroundRevalidations = Lock(Set<String>())
+    /// Host policies and what the session learned of each host (``Configuration/hostPolicies``).
+    package let traffic: TrafficControl
     /// Forwards the monitor's changes to the transport (``Transport/networkDidChange()``).
     private let networkWatcher: Task<Void, Never>
 
@@ -70,6 +72,11 @@ public final class Session: Sendable {
         self.eventMonitors = eventMonitors
         self.callbacks = CallbackDispatcher(configuration.callbackQueue, transport: self.transport)
         self.resuming = self.transport as? any ResumingTransport
+        self.traffic = TrafficControl(policies: configuration.hostPolicies, clock: self.clock) {
+            [logger, eventMonitors] event in
+            logger.info("traffic control: \(event)", metadata: ["server.address": "\(event.host)"])
+            for monitor in eventMonitors { monitor.trafficDidChange(event) }
+        }
         let (transport, reachability) = (self.transport, self.reachability)
         let changes = reachability.changes()
         self.networkWatcher = Task {
@@ -142,6 +149,10 @@ extension Session {
         /// Sends every request to this origin (`scheme://host:port`) instead of its URL's, keeping
         /// path and query: for staging environments and tests. Default `nil`.
         public var originOverride: String?
+        /// How the session treats each host: rate, concurrency, what it learns from `429`/`503`,
+        /// circuit breaker, retry budget. Default ``HostPolicy/standard`` for every host (see it
+        /// for what that means and why).
+        public var hostPolicies: HostPolicies
         /// The cache of ``CachedResponseType`` endpoints that do not name their own. Default an
         /// ``InMemoryResponseCache`` of 32 MiB, made with the configuration (each configuration
         /// value made by `init` has its own).
@@ -156,13 +167,16 @@ extension Session {
         ///   - originOverride: An origin that replaces every request's.
         ///   - responseCache: The cache of ``CachedResponseType`` endpoints; `nil` for a new
         ///     ``InMemoryResponseCache`` of 32 MiB.
+        ///   - hostPolicies: How each host is treated (rate, concurrency, `429`, breaker, budget).
         public init(
             defaultHeaders: [String: String] = [:],
             transport: CurlTransport.Configuration = CurlTransport.Configuration(),
             callbackQueue: CallbackQueue = .serial(),
             originOverride: String? = nil,
-            responseCache: (any ResponseCache)? = nil
+            responseCache: (any ResponseCache)? = nil,
+            hostPolicies: HostPolicies = HostPolicies()
         ) {
+            self.hostPolicies = hostPolicies
             self.responseCache = responseCache ?? InMemoryResponseCache()
             self.defaultHeaders = defaultHeaders
             self.transport = transport

@@ -22,6 +22,17 @@ extension Duration {
         return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
     }
 
+    /// Whole nanoseconds, negative durations included, saturating at `Int64`'s bounds (points on
+    /// the session clock, for the traffic state machines).
+    package var signedNanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (sum, overflow2) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000)
+        if overflow2 { return seconds < 0 ? .min : .max }
+        return sum
+    }
+
     /// Whole seconds, rounded down: 0 for a negative duration (an `Age` field's value).
     package var wholeSeconds: Int64 { max(0, components.seconds) }
 

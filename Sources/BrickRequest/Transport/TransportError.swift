@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Glibc
 
 /// A failure of the transport layer: the request never produced a complete HTTP response.
@@ -51,6 +52,15 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
         public static let cancelled = Kind("cancelled")
         /// The transport was shut down while the request was in flight.
         public static let shutdown = Kind("shutdown")
+        /// Not sent: the server asked for a pause (`429` or `503` with `Retry-After`) that lasts
+        /// past what the request may wait; ``TransportError/notBefore`` says until when.
+        public static let hostPaused = Kind("hostPaused")
+        /// Not sent: the host's rate or concurrency cap (``HostPolicy``) would hold it longer than
+        /// it may wait; ``TransportError/notBefore`` says when a token is due, when known.
+        public static let rateLimited = Kind("rateLimited")
+        /// Not sent: the host's circuit breaker is open (``CircuitBreakerPolicy``);
+        /// ``TransportError/notBefore`` says when it lets a probe through (`nil`: a probe is out).
+        public static let circuitOpen = Kind("circuitOpen")
         /// Any other failure reported by libcurl.
         public static let other = Kind("other")
 
@@ -72,6 +82,9 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
     /// (``TransportRequest/Options/keepsPartialDownload``) and the body can be resumed. Its
     /// receiver owns the file: continue it or ``PartialDownload/discard()`` it.
     public var partialDownload: PartialDownload?
+    /// For a request held back by the host's traffic policy (``Kind/hostPaused``,
+    /// ``Kind/rateLimited``, ``Kind/circuitOpen``): the earliest date it could be sent, when known.
+    public var notBefore: Date?
 
     /// Creates a transport error.
     ///
@@ -108,6 +121,7 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
         if let osErrno, osErrno != 0 { text += " (errno \(osErrno))" }
         if requestBytesSent { text += " [request bytes sent]" }
         if let partialDownload { text += " [\(partialDownload.length) bytes kept to resume]" }
+        if let notBefore { text += " [not before \(notBefore.formatted(.iso8601))]" }
         return text
     }
 }

@@ -233,6 +233,23 @@ public struct TransportRequest: Sendable {
         return url
     }
 
+    /// The destination as traffic control keys it: the authority (`host[:port]`) and the host
+    /// alone, lowercased.
+    package var trafficKey: (authority: String, host: String) {
+        var authority = self.authority ?? ""
+        if authority.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) {
+            authority = authority.lowercased()
+        }
+        var host = Substring(authority)
+        if host.hasPrefix("[") {
+            host = host.dropFirst()
+            if let close = host.firstIndex(of: "]") { host = host[..<close] }
+        } else if let colon = host.lastIndex(of: ":") {
+            host = host[..<colon]
+        }
+        return (authority, String(host))
+    }
+
     /// The host the request goes to (without port or IPv6 brackets), for reachability.
     public var host: String {
         var authority = Substring(self.authority ?? "")

@@ -1,0 +1,52 @@
+import FoundationEssentials
+
+/// Traffic control as callers see it: the state of each host, and the one send that offline
+/// queues use (admitted like every other attempt of the session).
+extension Session {
+    /// How the session treats one host now: its rate, a pause the server asked for, its circuit
+    /// breaker, its retry budget, its concurrency. `nil` when the session has not sent to the host
+    /// (or forgot it after five idle minutes with nothing learned), or its policy is
+    /// ``HostPolicy/unlimited``.
+    ///
+    /// ```swift
+    /// if let state = Session.api.trafficState(forHost: "api.partner.com"), let until = state.pausedUntil {
+    ///     print("partner API paused until \(until)")
+    /// }
+    /// ```
+    ///
+    /// - Parameter host: `host` or `host:port`, as the request URLs give it (`"127.0.0.1:8080"`).
+    /// - Returns: The state.
+    public func trafficState(forHost host: String) -> HostTrafficState? {
+        if let state = traffic.state(forHost: host) { return state }
+        // A bare host name finds the one port the session has used with it.
+        let matching = traffic.states.filter { $0.host.hasPrefix(host.lowercased() + ":") }
+        return matching.count == 1 ? matching[0] : nil
+    }
+
+    /// The state of every host the session remembers, sorted by host.
+    public var trafficStates: [HostTrafficState] { traffic.states }
+
+    /// Sends one request through the host's traffic policy and the transport, with nothing else of
+    /// the session (no retries, no validation): what an offline queue's attempt is. A pause the
+    /// server asked for is not waited out but refused (``TransportError/Kind/hostPaused`` with
+    /// its date), so that the queue reschedules the entry without spending an attempt.
+    ///
+    /// - Parameter request: The request.
+    /// - Returns: The response.
+    /// - Throws: The transport's error, or the traffic policy's refusal.
+    package func sendThroughTrafficControl(_ request: TransportRequest) async throws(TransportError) -> TransportResponse {
+        let ticket: TrafficControl.Ticket
+        switch await traffic.admit(request, kind: .first, waitsOutPauses: false, lifecycle: nil) {
+        case .success(let admitted): ticket = admitted
+        case .failure(let error): throw error
+        }
+        do {
+            let response = try await transport.send(request)
+            traffic.finished(ticket, .success(response))
+            return response
+        } catch {
+            traffic.finished(ticket, .failure(error))
+            throw error
+        }
+    }
+}

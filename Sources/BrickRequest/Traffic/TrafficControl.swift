@@ -1,0 +1,457 @@
+import FoundationEssentials
+import Synchronization
+
+/// The I/O shell of traffic control: one ``HostTraffic`` per host under one lock, the waits it
+/// asks for (on the session's clock, cancellable), the line for concurrency slots, and the events.
+///
+/// Every attempt a session sends passes ``admit(_:kind:waitsOutPauses:lifecycle:)`` (or its
+/// synchronous first step, ``step(_:)``) and ends with ``finished(_:_:)``; the retry loop asks
+/// ``allowsRetry(_:)`` before each retry. Hosts whose policy is ``HostPolicy/unlimited`` cost a
+/// dictionary lookup of the policy and nothing more.
+///
+/// Memory is bounded: a host unused for ``idleTime`` with nothing learned is forgotten (swept at
+/// most every ``sweepInterval``), and past ``maximumHosts`` only hosts with something to
+/// remember are kept.
+package final class TrafficControl: Sendable {
+    /// How long an unused host with nothing learned is kept.
+    package static let idleTime: Duration = .seconds(300)
+    /// How often idle hosts are swept.
+    package static let sweepInterval: Duration = .seconds(10)
+    /// The hosts kept before idle ones are forgotten at once.
+    package static let maximumHosts = 4096
+
+    /// An attempt on its way through admission: the host and what it passed.
+    package struct Ticket: Sendable {
+        /// The host's key, `host[:port]` lowercased; empty for an untracked request.
+        let key: String
+        /// The host name alone (the policy's second key, and reachability's).
+        let host: String
+        let kind: HostTraffic.AttemptKind
+        var progress = HostTraffic.Progress()
+        /// The latest the attempt may wait until (`nil`: fail rather than wait); set at the first step.
+        var deadline: Duration??
+        let timeout: Duration?
+        let waitsOutPauses: Bool
+        /// The attempt's number, should it wait in line.
+        var waiter: UInt64 = 0
+
+        /// Whether the request is tracked at all.
+        var isTracked: Bool { !key.isEmpty }
+
+        /// A ticket for a request traffic control does not track (refused, or unlimited).
+        static let untracked = Ticket(key: "", host: "", kind: .first, deadline: .some(nil), timeout: nil, waitsOutPauses: true)
+    }
+
+    /// The first step's verdict.
+    package enum Step: Sendable {
+        /// Send now.
+        case proceed(Ticket)
+        /// Must wait: continue with ``admit(continuing:from:lifecycle:)``.
+        case wait(Ticket, HostTraffic.Admission)
+        /// Do not send.
+        case refuse(TransportError)
+    }
+
+    private struct State {
+        var hosts: [String: HostTraffic] = [:]
+        /// Waiters for a slot that suspended, by number.
+        var line: [UInt64: UnsafeContinuation<Bool, Never>] = [:]
+        /// Waiters handed a slot before they suspended.
+        var handedOver: Set<UInt64> = []
+        var nextWaiter: UInt64 = 1
+        var lastSweep: Duration = .zero
+    }
+
+    /// The policies.
+    package let policies: HostPolicies
+    private let clock: SessionClock
+    private let report: @Sendable (TrafficEvent) -> Void
+    private let state = Lock(State())
+    /// Whether every host is unlimited: then nothing is tracked.
+    private let isOff: Bool
+
+    /// Traffic control for a session.
+    ///
+    /// - Parameters:
+    ///   - policies: The host policies.
+    ///   - clock: The session's clock.
+    ///   - report: Receives every change (the session logs it and tells its monitors).
+    package init(policies: HostPolicies, clock: SessionClock, report: @escaping @Sendable (TrafficEvent) -> Void) {
+        self.policies = policies
+        self.clock = clock
+        self.report = report
+        isOff = policies.default.isUnlimited && policies.byHost.values.allSatisfy(\.isUnlimited)
+    }
+
+    // MARK: - Admission
+
+    /// A ticket for an attempt of `request`.
+    ///
+    /// - Parameters:
+    ///   - request: The request.
+    ///   - kind: Which attempt of it this is.
+    ///   - waitsOutPauses: Whether a pause the server asked for is waited out (within the
+    ///     deadline) or refused at once (an offline queue reschedules instead of waiting).
+    /// - Returns: The ticket.
+    package func ticket(for request: TransportRequest, kind: HostTraffic.AttemptKind, waitsOutPauses: Bool = true) -> Ticket {
+        guard !isOff else { return .untracked }
+        let (key, host) = request.trafficKey
+        if policies.policy(authority: key, host: host).isUnlimited { return .untracked }
+        return Ticket(key: key, host: host, kind: kind, timeout: request.options.timeout, waitsOutPauses: waitsOutPauses)
+    }
+
+    /// One step of admission, under the lock: the verdict for an attempt that has not waited, or
+    /// has just waited.
+    ///
+    /// - Parameter ticket: The attempt.
+    /// - Returns: Send, wait, or refuse.
+    package func step(_ ticket: consuming Ticket) -> Step {
+        guard ticket.isTracked else { return .proceed(ticket) }
+        let now = clock.elapsed()
+        var changes: [HostTraffic.Change] = []
+        let admission = state.withLock { state -> HostTraffic.Admission in
+            sweepIfDue(&state, at: now)
+            let policies = self.policies
+            let (key, name) = (ticket.key, ticket.host)
+            // Mutated in place (a copy out of the dictionary would copy its windows' storage).
+            if ticket.deadline == nil {
+                switch state.hosts[key, default: HostTraffic(policy: policies.policy(authority: key, host: name), at: now)]
+                    .policy.whenLimited
+                {
+                case .fail:
+                    ticket.deadline = .some(nil)
+                case .wait(let atMost):
+                    ticket.deadline = now + min(atMost, ticket.timeout ?? atMost)
+                }
+            }
+            if ticket.waiter == 0 {
+                ticket.waiter = state.nextWaiter
+                state.nextWaiter &+= 1
+            }
+            return state.hosts[key, default: HostTraffic(policy: policies.policy(authority: key, host: name), at: now)]
+                .admit(
+                    ticket.kind,
+                    progress: &ticket.progress,
+                    at: now,
+                    deadline: ticket.deadline ?? nil,
+                    waitsOutPauses: ticket.waitsOutPauses,
+                    waiter: ticket.waiter,
+                    changes: &changes
+                )
+        }
+        publish(changes, key: ticket.key, now: now)
+        switch admission {
+        case .proceed:
+            return .proceed(ticket)
+        case .wait, .queued:
+            return .wait(ticket, admission)
+        case .refuse(let refusal):
+            return .refuse(error(for: refusal, key: ticket.key, now: now))
+        }
+    }
+
+    /// Admits an attempt, waiting where its host's policy says (on the session's clock; `cancel()`
+    /// on the lifecycle ends the wait).
+    ///
+    /// - Parameters:
+    ///   - request: The request.
+    ///   - kind: Which attempt of it this is.
+    ///   - waitsOutPauses: Whether a pause the server asked for is waited out.
+    ///   - lifecycle: The request's lifecycle, for cancellation; `nil` to rely on task cancellation.
+    /// - Returns: The ticket to hand to ``finished(_:_:)``, or why the attempt may not be sent.
+    package func admit(
+        _ request: TransportRequest,
+        kind: HostTraffic.AttemptKind,
+        waitsOutPauses: Bool = true,
+        lifecycle: RequestLifecycle?
+    ) async -> Result<Ticket, TransportError> {
+        switch step(ticket(for: request, kind: kind, waitsOutPauses: waitsOutPauses)) {
+        case .proceed(let ticket): return .success(ticket)
+        case .refuse(let error): return .failure(error)
+        case .wait(let ticket, let admission): return await admit(continuing: ticket, from: admission, lifecycle: lifecycle)
+        }
+    }
+
+    /// Continues an admission that must wait, in a task of its own (so that the lifecycle can
+    /// cancel the wait as it cancels a transfer).
+    ///
+    /// - Parameters:
+    ///   - ticket: The attempt.
+    ///   - admission: The wait its last step asked for.
+    ///   - lifecycle: The request's lifecycle, or `nil`.
+    /// - Returns: The ticket, or why the attempt may not be sent.
+    package func admit(
+        continuing ticket: Ticket,
+        from admission: HostTraffic.Admission,
+        lifecycle: RequestLifecycle?
+    ) async -> Result<Ticket, TransportError> {
+        let waiting = Task { await self.wait(ticket, from: admission) }
+        lifecycle?.attach(TransportTask { waiting.cancel() })
+        return await withTaskCancellationHandler {
+            await waiting.value
+        } onCancel: {
+            waiting.cancel()
+        }
+    }
+
+    private func wait(_ ticket: Ticket, from admission: HostTraffic.Admission) async -> Result<Ticket, TransportError> {
+        var ticket = ticket
+        var admission = admission
+        while true {
+            switch admission {
+            case .wait(let until):
+                do {
+                    try await clock.sleepUntilElapsed(until)
+                } catch {
+                    return .failure(abandon(&ticket))
+                }
+            case .queued:
+                guard await waitForSlot(ticket) else {
+                    if Task.isCancelled { return .failure(abandon(&ticket)) }
+                    let cap = state.withLock { $0.hosts[ticket.key]?.policy.maximumConcurrentRequests } ?? 0
+                    _ = abandon(&ticket)
+                    return .failure(error(for: .concurrency(cap: cap), key: ticket.key, now: clock.elapsed()))
+                }
+                ticket.progress.holdsSlot = true
+            case .proceed, .refuse:
+                break
+            }
+            if Task.isCancelled { return .failure(abandon(&ticket)) }
+            switch step(ticket) {
+            case .proceed(let admitted): return .success(admitted)
+            case .refuse(let error): return .failure(error)
+            case .wait(let waiting, let next):
+                ticket = waiting
+                admission = next
+            }
+        }
+    }
+
+    /// Waits in line until a slot is handed over (`true`), or the deadline passes or the task is
+    /// cancelled (`false`).
+    private func waitForSlot(_ ticket: Ticket) async -> Bool {
+        let waiter = ticket.waiter
+        let key = ticket.key
+        let deadline = (ticket.deadline ?? nil) ?? clock.elapsed()
+        let clock = self.clock
+        let timer = Task { [weak self] in
+            try? await clock.sleepUntilElapsed(deadline)
+            self?.leaveLine(waiter, key: key)
+        }
+        defer { timer.cancel() }
+        return await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<Bool, Never>) in
+                // Handed a slot already, out of line already (deadline, cancellation), or in line.
+                let settled = state.withLock { state -> Bool? in
+                    if state.handedOver.remove(waiter) != nil { return true }
+                    if state.hosts[key]?.waiters.contains(waiter) != true { return false }
+                    state.line[waiter] = continuation
+                    return nil
+                }
+                if let settled { continuation.resume(returning: settled) }
+            }
+        } onCancel: {
+            self.leaveLine(waiter, key: key)
+        }
+    }
+
+    /// A waiter gives up its place (deadline or cancellation); resumed with `false` if it was
+    /// still in line.
+    private func leaveLine(_ waiter: UInt64, key: String) {
+        let continuation = state.withLock { state -> UnsafeContinuation<Bool, Never>? in
+            guard state.hosts[key]?.leaveLine(waiter) == true else { return nil }
+            return state.line.removeValue(forKey: waiter)
+        }
+        continuation?.resume(returning: false)
+    }
+
+    /// Gives back what a ticket holds and returns the cancellation error.
+    private func abandon(_ ticket: inout Ticket) -> TransportError {
+        release(&ticket)
+        return TransportError(.cancelled, message: "cancelled while waiting for the host's traffic policy")
+    }
+
+    /// Gives back what a ticket holds without an outcome (cancelled, or not sent after all).
+    ///
+    /// - Parameter ticket: The ticket; cleared.
+    package func release(_ ticket: inout Ticket) {
+        guard ticket.isTracked else { return }
+        let now = clock.elapsed()
+        var changes: [HostTraffic.Change] = []
+        var progress = ticket.progress
+        let handedTo = state.withLock { state -> UInt64? in
+            state.hosts[ticket.key]?.abandon(&progress, at: now, changes: &changes) ?? nil
+        }
+        ticket.progress = progress
+        hand(handedTo)
+        publish(changes, key: ticket.key, now: now)
+    }
+
+    // MARK: - Outcomes
+
+    /// An attempt ended: releases what it held and learns from its outcome.
+    ///
+    /// - Parameters:
+    ///   - ticket: The attempt's ticket.
+    ///   - result: The transport's result.
+    package func finished(_ ticket: Ticket, _ result: Result<TransportResponse, TransportError>) {
+        guard ticket.isTracked else { return }
+        let observed: HostTraffic.Observed
+        switch result {
+        case .success(let response):
+            let retryAfter =
+                response.status.code == 429 || response.status.code == 503
+                ? response.headerFields[.retryAfter].flatMap { RetryAfterParsing.delay($0, now: Date()) }
+                    .map { min($0, RetryEngine.maximumRetryAfter) }
+                : nil
+            observed = .status(response.status.code, retryAfter: retryAfter)
+        case .failure(let error):
+            observed = .failure(error.kind)
+        }
+        let now = clock.elapsed()
+        var changes: [HostTraffic.Change] = []
+        let handedTo = state.withLock { state -> UInt64? in
+            state.hosts[ticket.key]?.finished(observed, progress: ticket.progress, at: now, changes: &changes) ?? nil
+        }
+        hand(handedTo)
+        publish(changes, key: ticket.key, now: now)
+    }
+
+    /// Whether the host's retry budget allows a retry of `request` (spending it when it does).
+    ///
+    /// - Parameter request: The request about to be retried.
+    /// - Returns: `false` when the budget is spent: deliver the last outcome instead.
+    package func allowsRetry(_ request: TransportRequest) -> Bool {
+        let ticket = ticket(for: request, kind: .retry)
+        guard ticket.isTracked else { return true }
+        let now = clock.elapsed()
+        var changes: [HostTraffic.Change] = []
+        let policies = self.policies
+        let allowed = state.withLock { state -> Bool in
+            state.hosts[ticket.key, default: HostTraffic(policy: policies.policy(authority: ticket.key, host: ticket.host), at: now)]
+                .spendRetry(at: now, changes: &changes)
+        }
+        publish(changes, key: ticket.key, now: now)
+        return allowed
+    }
+
+    // MARK: - State
+
+    /// The state of one host, if the session has sent to it (and not forgotten it).
+    ///
+    /// - Parameter key: `host[:port]`, as the request's URL gives it.
+    /// - Returns: The state.
+    package func state(forHost key: String) -> HostTrafficState? {
+        let now = clock.elapsed()
+        return state.withLock { state in state.hosts[key.lowercased()].map { snapshot($0, key: key.lowercased(), now: now) } }
+    }
+
+    /// The state of every host the session remembers.
+    package var states: [HostTrafficState] {
+        let now = clock.elapsed()
+        return state.withLock { state in
+            state.hosts.map { snapshot($0.value, key: $0.key, now: now) }.sorted { $0.host < $1.host }
+        }
+    }
+
+    /// How many hosts are remembered.
+    package var hostCount: Int { state.withLock { $0.hosts.count } }
+
+    private func snapshot(_ host: HostTraffic, key: String, now: Duration) -> HostTrafficState {
+        let circuit: HostTrafficState.Circuit
+        switch host.breaker?.state {
+        case .open(let until)?: circuit = .open(until: date(of: until, now: now))
+        case .halfOpen?: circuit = .halfOpen
+        case .closed?, nil: circuit = .closed
+        }
+        return HostTrafficState(
+            host: key,
+            policy: host.policy,
+            rate: host.limiter.rate,
+            isRateLowered: host.limiter.learned != nil,
+            pausedUntil: host.limiter.pause(at: now).map { date(of: $0, now: now) },
+            circuit: circuit,
+            retryBudgetLeft: host.budget?.left(at: now),
+            inFlight: host.inFlight,
+            waiting: host.waiters.count
+        )
+    }
+
+    // MARK: - Helpers
+
+    private func sweepIfDue(_ state: inout State, at now: Duration) {
+        guard now - state.lastSweep >= Self.sweepInterval || state.hosts.count >= Self.maximumHosts else { return }
+        state.lastSweep = now
+        let idleTime = state.hosts.count >= Self.maximumHosts ? .zero : Self.idleTime
+        state.hosts = state.hosts.filter { !$0.value.isIdle(at: now, for: idleTime) }
+    }
+
+    private func hand(_ waiter: UInt64?) {
+        guard let waiter else { return }
+        let continuation = state.withLock { state -> UnsafeContinuation<Bool, Never>? in
+            if let continuation = state.line.removeValue(forKey: waiter) { return continuation }
+            state.handedOver.insert(waiter)
+            return nil
+        }
+        continuation?.resume(returning: true)
+    }
+
+    /// A point on the session clock as a date.
+    private func date(of time: Duration, now: Duration) -> Date {
+        Date().addingTimeInterval((time - now).seconds)
+    }
+
+    private func error(for refusal: HostTraffic.Refusal, key: String, now: Duration) -> TransportError {
+        var error: TransportError
+        switch refusal {
+        case .paused(let until):
+            let date = date(of: until, now: now)
+            error = TransportError(
+                .hostPaused,
+                message: "\(key) asked every caller to wait until \(date.formatted(.iso8601)) (Retry-After), longer than this request may wait; it was not sent"
+            )
+            error.notBefore = date
+        case .rateLimited(let until):
+            let date = date(of: until, now: now)
+            error = TransportError(
+                .rateLimited,
+                message: "\(key)'s rate has no room for this request before \(date.formatted(.iso8601)), longer than it may wait; it was not sent"
+            )
+            error.notBefore = date
+        case .concurrency(let cap):
+            error = TransportError(
+                .rateLimited,
+                message: "\(key) already has \(cap) requests in flight (its cap) and none finished in time; this one was not sent"
+            )
+        case .circuitOpen(let until?):
+            let date = date(of: until, now: now)
+            error = TransportError(
+                .circuitOpen,
+                message: "\(key)'s circuit breaker is open after repeated failures, until \(date.formatted(.iso8601)); the request was not sent"
+            )
+            error.notBefore = date
+        case .circuitOpen(nil):
+            error = TransportError(
+                .circuitOpen,
+                message: "\(key)'s circuit breaker is half-open and its probe request has not answered yet; the request was not sent"
+            )
+        }
+        return error
+    }
+
+    private func publish(_ changes: [HostTraffic.Change], key: String, now: Duration) {
+        for change in changes {
+            let kind: TrafficEvent.Kind
+            switch change {
+            case .paused(let until, let status): kind = .paused(until: date(of: until, now: now), status: status)
+            case .rate(.lowered(let rate)): kind = .rateLowered(perSecond: rate)
+            case .rate(.restored): kind = .rateRestored
+            case .circuit(.opened(let until)): kind = .circuitOpened(until: date(of: until, now: now))
+            case .circuit(.halfOpened): kind = .circuitHalfOpened
+            case .circuit(.closed): kind = .circuitClosed
+            case .retryBudgetExhausted: kind = .retryBudgetExhausted
+            }
+            report(TrafficEvent(host: key, kind: kind))
+        }
+    }
+}
