@@ -69,6 +69,22 @@ struct DeliveryDecisionTests {
         ),
         // A success is a success even past the limits.
         Row(outcome: .status(200), attemptsBefore: 9, maxAttempts: 1, expiresAt: now, expected: .delivered),
+        // Held back by the host's traffic policy: nothing was sent; due when the host may be tried.
+        Row(
+            outcome: .heldBack(until: now.addingTimeInterval(2), reason: "paused"),
+            attemptsBefore: 4,
+            maxAttempts: 5,
+            expected: .retry(notBefore: now.addingTimeInterval(2), countsAttempt: false, reason: "paused")
+        ),
+        Row(
+            outcome: .heldBack(until: nil, reason: "probe out"),
+            expected: .retry(notBefore: now.addingTimeInterval(1), countsAttempt: false, reason: "probe out")
+        ),
+        Row(
+            outcome: .heldBack(until: now.addingTimeInterval(2), reason: "paused"),
+            expiresAt: now,
+            expected: .deadLetter(reason: "expired; last: paused", countsAttempt: false)
+        ),
     ]
 
     @Test("each outcome's decision", arguments: rows)

@@ -45,7 +45,26 @@ struct ManagerDecisionTests {
             error: TransportError(.tls, message: "bad certificate"), asksAgain: false,
             expected: .fail(reason: "\(TransportError(.tls, message: "bad certificate"))")
         ),
+        Row(
+            name: "held back by a host's pause: kept until its date, not counted",
+            error: heldBack, asksAgain: false,
+            expected: .keep(notBefore: now.addingTimeInterval(120), reason: "\(heldBack)")
+        ),
+        Row(
+            name: "held back without a date (a probe is out): kept for the submission interval",
+            error: BrickError.transport(TransportError(.circuitOpen, message: "probe out")), asksAgain: false,
+            expected: .keep(
+                notBefore: now.addingTimeInterval(interval.seconds),
+                reason: "\(BrickError.transport(TransportError(.circuitOpen, message: "probe out")))"
+            )
+        ),
     ]
+
+    static let heldBack: BrickError = {
+        var error = TransportError(.hostPaused, message: "paused")
+        error.notBefore = now.addingTimeInterval(120)
+        return BrickError.transport(error)
+    }()
 
     @Test("each outcome's decision", arguments: rows)
     func decision(_ row: Row) {

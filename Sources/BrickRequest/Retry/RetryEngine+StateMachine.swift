@@ -82,7 +82,8 @@ package struct RetryEngine: Sendable {
         isReachable: Bool?,
         response: TransportResponse? = nil
     ) -> Action {
-        if let rule = configuration.rule {
+        // A refusal by the host's traffic policy is that policy's decision, not the rule's.
+        if let rule = configuration.rule, !Self.isHeldBack(outcome) {
             var context = RetryContext(attempt: retryCount + 1, response: response, elapsed: elapsed, isIdempotent: isIdempotent)
             if case .failure(let error) = outcome { context.error = error }
             if case .response(let status, _) = outcome, response == nil {
@@ -148,6 +149,11 @@ package struct RetryEngine: Sendable {
             retryCount += 1
             return delay == .zero ? .retry : .retryAfter(delay)
         }
+    }
+
+    private static func isHeldBack(_ outcome: Outcome) -> Bool {
+        if case .failure(let error) = outcome { return NetworkFailure.of(error.kind) == .heldBack }
+        return false
     }
 
     /// A retry the rule asked for, within the count and time limits.

@@ -281,7 +281,15 @@ extension Session {
                 wasCancelled || error.kind == .cancelled
                 ? BrickError(.cancelled, message: "the request was cancelled", underlying: error)
                 : BrickError.transport(error)
-            if brickError.code != .cancelled {
+            if NetworkFailure.of(error.kind) == .heldBack {
+                // Held back by the host's policy: the change itself was logged once, at info.
+                if logsRequests {
+                    logger.debug(
+                        "request held back by the host's traffic policy",
+                        metadata: ["method": "\(request.method)", "url": "\(request.urlString)", "error": "\(error)"]
+                    )
+                }
+            } else if brickError.code != .cancelled {
                 logger.warning(
                     "request failed",
                     metadata: ["method": "\(request.method)", "url": "\(request.urlString)", "error": "\(error)"]

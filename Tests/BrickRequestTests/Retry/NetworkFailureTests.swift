@@ -23,6 +23,9 @@ struct NetworkFailureTests {
         (.cancelled, .notNetwork),
         (.shutdown, .notNetwork),
         (.other, .notNetwork),
+        (.hostPaused, .heldBack),
+        (.rateLimited, .heldBack),
+        (.circuitOpen, .heldBack),
     ]
 
     @Test("each kind's class, and the retry engine and the cache agree with it", arguments: rows)
@@ -38,7 +41,10 @@ struct NetworkFailureTests {
         // network-class failure.
         let verdict = RetryClassification.verdict(for: error, isIdempotent: true).verdict
         #expect((verdict == .parkUntilOnline) == (expected == .offline))
-        if expected.isNetwork { #expect(verdict != .fatal) }
+        if expected == .offline || expected == .unreachable { #expect(verdict != .fatal) }
+        // Held back by the host's traffic policy: never retried by the engine (the policy already
+        // waited what it may), but kept by queues and answered by the cache.
+        if expected == .heldBack { #expect(verdict == .fatal && !expected.mayHaveLeftTheMachine) }
     }
 
     @Test("a BrickError made without a transport failure is classed by its code")
@@ -48,6 +54,8 @@ struct NetworkFailureTests {
         #expect(NetworkFailure.of(BrickError(.timedOut, message: "x")) == .unreachable)
         #expect(NetworkFailure.of(BrickError(.connectionLost, message: "x")) == .unreachable)
         #expect(NetworkFailure.of(BrickError(.tls, message: "x")) == .notNetwork)
+        #expect(NetworkFailure.of(BrickError(.hostPaused, message: "x")) == .heldBack)
+        #expect(NetworkFailure.of(BrickError(.circuitOpen, message: "x")) == .heldBack)
         #expect(NetworkFailure.of(BrickError(.unacceptableStatusCode, message: "x")) == .notNetwork)
         struct Other: Error {}
         #expect(NetworkFailure.of(Other()) == .notNetwork)

@@ -7,7 +7,7 @@ struct RetryEngineTests {
     static let kinds: [TransportError.Kind] = [
         .notConnected, .cannotResolveHost, .cannotResolveProxy, .cannotConnect, .connectionReset, .timedOut, .tls,
         .tooManyRedirects, .redirectRefused, .bodyTooLarge, .invalidRequest, .invalidResponse, .fileIO, .cancelled,
-        .shutdown, .other,
+        .shutdown, .other, .hostPaused, .rateLimited, .circuitOpen,
     ]
 
     static let expected: [TransportError.Kind: RetryVerdict] = [
@@ -15,6 +15,7 @@ struct RetryEngineTests {
         .cannotConnect: .backOffAndRetry, .connectionReset: .backOffAndRetry, .timedOut: .backOffAndRetry, .tls: .fatal,
         .tooManyRedirects: .fatal, .redirectRefused: .fatal, .bodyTooLarge: .fatal, .invalidRequest: .fatal,
         .invalidResponse: .fatal, .fileIO: .fatal, .cancelled: .fatal, .shutdown: .fatal, .other: .fatal,
+        .hostPaused: .fatal, .rateLimited: .fatal, .circuitOpen: .fatal,
     ]
 
     @Test("every error kind × idempotency × bytes sent has the documented verdict", arguments: kinds)

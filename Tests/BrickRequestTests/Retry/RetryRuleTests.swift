@@ -10,7 +10,7 @@ struct RetryRuleTests {
     static let kinds: [TransportError.Kind] = [
         .notConnected, .cannotResolveHost, .cannotResolveProxy, .cannotConnect, .connectionReset, .timedOut, .tls,
         .tooManyRedirects, .redirectRefused, .bodyTooLarge, .invalidRequest, .invalidResponse, .fileIO,
-        .outOfResources, .cancelled, .shutdown, .other,
+        .outOfResources, .cancelled, .shutdown, .other, .hostPaused, .rateLimited, .circuitOpen,
     ]
     static let statuses = [200, 201, 204, 301, 400, 401, 404, 408, 409, 429, 500, 501, 502, 503, 504]
 

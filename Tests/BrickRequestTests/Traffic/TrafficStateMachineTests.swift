@@ -312,6 +312,31 @@ struct TrafficStateMachineTests {
         #expect(host.isIdle(at: .seconds(1200), for: .seconds(300)))
     }
 
+    @Test("the retry engine: an open breaker parks only a request that may park, while the host is unreachable")
+    func engineAndBreaker() {
+        let open = TransportError(.circuitOpen, message: "open")
+        let rows: [(AutoRetryConfiguration, Bool?, RetryEngine.Action)] = [
+            (AutoRetryConfiguration(), false, .park),
+            (AutoRetryConfiguration(), true, .deliver),
+            (AutoRetryConfiguration(), nil, .deliver),
+            (AutoRetryConfiguration(enableBackgroundRetry: false), false, .deliver),
+            (AutoRetryConfiguration(failWhenNotReachable: true), false, .deliver),
+            // A rule of the user's does not overrule the host's policy.
+            (AutoRetryConfiguration(rule: ClosureRetryRule { _ in .retry }), true, .deliver),
+        ]
+        for (configuration, reachable, expected) in rows {
+            var engine = RetryEngine(configuration: configuration, isIdempotent: true)
+            let action = engine.attemptFinished(.failure(open), elapsed: .zero, isReachable: reachable)
+            #expect(action == expected, "\(configuration) reachable: \(String(describing: reachable))")
+            #expect(engine.retryCount == 0)
+        }
+        for kind in [TransportError.Kind.hostPaused, .rateLimited] {
+            var engine = RetryEngine(configuration: AutoRetryConfiguration(rule: ClosureRetryRule { _ in .retry }), isIdempotent: true)
+            let action = engine.attemptFinished(.failure(TransportError(kind, message: "x")), elapsed: .zero, isReachable: false)
+            #expect(action == .deliver)
+        }
+    }
+
     @Test("the sliding window counts over its length, a bucket at a time")
     func window() {
         var window = SlidingWindow(length: .seconds(10))

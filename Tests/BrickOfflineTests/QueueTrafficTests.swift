@@ -1,0 +1,82 @@
+import BrickOffline
+import BrickRequest
+import BrickTestServer
+import BrickTesting
+import Foundation
+import Synchronization
+import Testing
+
+/// A GET endpoint on a given session, for calls made beside a queue.
+final class Ping: Component, GETRequestType, ValidatedResponseType, DataResponseType {
+    let session: Session
+    let urlString: String
+    var autoRetryConfiguration: AutoRetryConfiguration { AutoRetryConfiguration(maxRetryCount: 0) }
+    init(_ url: String, session: Session) {
+        self.urlString = url
+        self.session = session
+        super.init()
+    }
+}
+
+/// Offline queues obey their session's traffic control: a host paused by a `429` is not sent to,
+/// and a held-back entry spends no attempt.
+@Suite("Offline queues under a host's traffic policy", .timeLimit(.minutes(2)))
+struct QueueTrafficTests {
+    @Test(
+        "a queue of 100 entries and 50 calls to a host that answers 429 Retry-After: 2 to the first: nothing reaches it for 2 s, all are delivered, no attempt spent",
+        arguments: StoreKind.allCases
+    )
+    func pausedHost(kind: StoreKind) async throws {
+        try await withServer { server in
+            try await withStorePlace(kind) { place in
+                let answered = Atomic(0)
+                server.route("/limited") { _ in
+                    answered.add(1, ordering: .relaxed).oldValue == 0 ? .status(429, retryAfter: "2") : .ok("fine")
+                }
+                let session = Session(reachability: ManualReachability())
+                let queue = PersistentRequestQueue(
+                    name: "limited",
+                    store: try await place.open("limited"),
+                    session: session,
+                    retryInterval: .seconds(2)
+                )
+                let events = queue.events
+                let url = server.baseURL + "/limited"
+                try await queue.add(RecordSale(url, amount: 0))
+                // Each of the 99 others may make one attempt only: a hold that spent one would
+                // send it to the dead letters.
+                for amount in 1..<100 {
+                    try await queue.add(RecordSale(url, amount: amount), options: .init(maxAttempts: 1))
+                }
+                await eventually { session.trafficState(forHost: "127.0.0.1")?.pausedUntil != nil }
+                let calls = await withTaskGroup(of: Bool.self) { group in
+                    for _ in 0..<50 {
+                        group.addTask { (try? await Ping(url, session: session).value) == Data("fine".utf8) }
+                    }
+                    return await group.reduce(into: [Bool]()) { $0.append($1) }
+                }
+                #expect(calls.count == 50 && calls.allSatisfy { $0 })
+                await queue.waitUntilEmpty()
+                #expect(try await queue.deadLetters().isEmpty)
+                let arrivals = server.requests(path: "/limited").map(\.receivedAt).sorted()
+                #expect(arrivals.count == 151)  // the 429, then 100 deliveries and 50 calls
+                let limited = try #require(arrivals.first)
+                let early = arrivals.dropFirst().filter { limited.duration(to: $0) < .seconds(2) }
+                #expect(early.isEmpty, "\(early.count) requests within the pause")
+                // Held-back entries were paused with the host's reason, not a status.
+                var heldBack = 0
+                var delivered = 0
+                for await event in events {
+                    switch event {
+                    case .paused(_, _, let reason) where reason.contains("asked every caller to wait"): heldBack += 1
+                    case .delivered: delivered += 1
+                    default: break
+                    }
+                    if delivered == 100 { break }
+                }
+                #expect(heldBack >= 1)
+                #expect(delivered == 100)
+            }
+        }
+    }
+}

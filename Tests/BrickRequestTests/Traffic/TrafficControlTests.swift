@@ -1,0 +1,329 @@
+@testable import BrickRequest
+import BrickTestServer
+import BrickTesting
+import Foundation
+import Synchronization
+import Testing
+
+/// Records the traffic events of a session.
+final class TrafficRecorder: EventMonitor {
+    private let recorded = Lock<[TrafficEvent]>([])
+    var events: [TrafficEvent] { recorded.withLock { $0 } }
+    var kinds: [TrafficEvent.Kind] { events.map(\.kind) }
+
+    func trafficDidChange(_ event: TrafficEvent) {
+        recorded.withLock { $0.append(event) }
+    }
+
+    func count(where matches: (TrafficEvent.Kind) -> Bool) -> Int { kinds.filter(matches).count }
+}
+
+extension TrafficEvent.Kind {
+    var isPaused: Bool { if case .paused = self { true } else { false } }
+    var isOpened: Bool { if case .circuitOpened = self { true } else { false } }
+}
+
+/// Sends a request on a session with the callback API, as `resume()` users do, and awaits it.
+func viaCallback(_ request: Flaky) async -> Result<Data, BrickError> {
+    await withCheckedContinuation { continuation in
+        request.response { continuation.resume(returning: $0.result) }.resume()
+    }
+}
+
+/// Traffic control in the session, against `BrickTestServer` on 127.0.0.1: the server is the
+/// judge of what was sent.
+@Suite("Traffic control per host against a real server", .timeLimit(.minutes(2)))
+struct TrafficControlTests {
+    static let noRetry = AutoRetryConfiguration(maxRetryCount: 0)
+
+    @Test("a 429 with Retry-After: 2 pauses the host for every caller: 199 more calls wait, the server sees nothing for 2 s, all succeed")
+    func pauseForEveryCaller() async throws {
+        let server = try await BrickTestServer.start()
+        defer { server.shutdown() }
+        let answered = Atomic(0)
+        server.route("/limited") { _ in
+            answered.add(1, ordering: .relaxed).oldValue == 0 ? .status(429, retryAfter: "2") : .ok("fine")
+        }
+        let recorder = TrafficRecorder()
+        let session = Session(eventMonitors: [recorder])
+        let url = server.baseURL + "/limited"
+        let retry = AutoRetryConfiguration(breakTime: .milliseconds(10), maxRetryCount: 3)
+        let first = Task { try await Flaky(url, session: session, retry: retry).value }
+        await eventually { recorder.kinds.contains(where: \.isPaused) }
+        let state = try #require(session.trafficState(forHost: "127.0.0.1:\(server.port)"))
+        #expect(state.pausedUntil != nil)
+        // The burst: half awaiting `value`, half through `response { }.resume()`.
+        let results = await withTaskGroup(of: Result<Data, BrickError>.self) { group in
+            for index in 0..<199 {
+                group.addTask {
+                    let call = Flaky(url, session: session, retry: Self.noRetry)
+                    if index % 2 == 0 { return await viaCallback(call) }
+                    do { return .success(try await call.value) } catch { return .failure(error as! BrickError) }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.count == 199)
+        #expect(results.allSatisfy { (try? $0.get()) == Data("fine".utf8) })
+        #expect(try await first.value == Data("fine".utf8))
+        let arrivals = server.requests(path: "/limited").map(\.receivedAt).sorted()
+        #expect(arrivals.count == 201)  // the 429, its retry, the 199
+        let limited = try #require(arrivals.first)
+        // Every later request reached the server at least 2 s after the 429 was produced (the
+        // client started its pause when the answer arrived, after that).
+        let early = arrivals.dropFirst().filter { limited.duration(to: $0) < .seconds(2) }
+        #expect(early.isEmpty, "\(early.count) requests within the pause")
+        #expect(recorder.count(where: \.isPaused) == 1)
+    }
+
+    @Test("a pause longer than a request may wait fails it at once with hostPaused and its date, unsent")
+    func pauseRefusesFast() async throws {
+        let server = try await BrickTestServer.start()
+        defer { server.shutdown() }
+        server.script("/busy", [.status(503, retryAfter: "120")])
+        var configuration = Session.Configuration()
+        configuration.hostPolicies.default.whenLimited = .wait(atMost: .seconds(5))
+        let session = Session(configuration: configuration)
+        let url = server.baseURL + "/busy"
+        #expect(await errorCode { try await Flaky(url, session: session, retry: Self.noRetry).value } == .unacceptableStatusCode)
+        let started = Date()
+        let error = await #expect(throws: BrickError.self) { try await Flaky(url, session: session, retry: Self.noRetry).value }
+        #expect(error?.code == .hostPaused)
+        let until = try #require(error?.notBefore)
+        #expect(until.timeIntervalSince(started) > 100)
+        #expect(error?.description.contains("asked every caller to wait until") == true)
+        #expect(server.requests(path: "/busy").count == 1)
+    }
+
+    @Test("a bare 429 lowers the host's rate (AIMD) and the state says so")
+    func bare429LowersRate() async throws {
+        let server = try await BrickTestServer.start()
+        defer { server.shutdown() }
+        server.script("/slow-down", [.status(429)])
+        let recorder = TrafficRecorder()
+        let session = Session(eventMonitors: [recorder])
+        await #expect(throws: BrickError.self) { try await Flaky(server.baseURL + "/slow-down", session: session, retry: Self.noRetry).value }
+        let state = try #require(session.trafficState(forHost: "127.0.0.1"))
+        #expect(state.isRateLowered)
+        #expect(state.rate == RateLimiter.minimumRate)  // one request sent: the floor
+        #expect(recorder.kinds == [.rateLowered(perSecond: RateLimiter.minimumRate)])
+    }
+
+    @Test("a host that fails every request: the breaker opens, callers fail fast unsent, one probe per break, a good probe closes it")
+    func breaker() async throws {
+        let server = try await BrickTestServer.start()
+        defer { server.shutdown() }
+        let healthy = Atomic(false)
+        server.route("/down") { _ in healthy.load(ordering: .relaxed) ? .ok("up") : .status(500) }
+        let clock = ManualClock()
+        let recorder = TrafficRecorder()
+        var configuration = Session.Configuration()
+        configuration.hostPolicies.default.circuitBreaker = CircuitBreakerPolicy(minimumRequests: 20, breakDuration: .seconds(5))
+        let session = Session(configuration: configuration, clock: clock, eventMonitors: [recorder])
+        let url = server.baseURL + "/down"
+        for _ in 0..<20 {
+            #expect(await errorCode { try await Flaky(url, session: session, retry: Self.noRetry).value } == .unacceptableStatusCode)
+        }
+        #expect(recorder.count(where: \.isOpened) == 1)
+        // Open: 1,000 callers fail at once with the date, and the server sees none of them.
+        var latencies: [Duration] = []
+        for _ in 0..<1000 {
+            let start = ContinuousClock.now
+            let error = await #expect(throws: BrickError.self) { try await Flaky(url, session: session, retry: Self.noRetry).value }
+            latencies.append(start.duration(to: .now))
+            #expect(error?.code == .circuitOpen)
+            #expect(error?.notBefore != nil)
+        }
+        #expect(server.requests(path: "/down").count == 20)
+        latencies.sort()
+        print("circuit open: 1,000 callers failed fast, p50 \(latencies[500]) p99 \(latencies[990]) max \(latencies[999])")
+        guard case .open? = session.trafficState(forHost: "127.0.0.1")?.circuit else {
+            Issue.record("the breaker is not open")
+            return
+        }
+        // Three break intervals: each lets exactly one probe reach the server, among 50 callers.
+        for round in 1...3 {
+            clock.advance(by: .seconds(5))
+            if round == 3 { healthy.store(true, ordering: .relaxed) }
+            let outcomes = await withTaskGroup(of: BrickError.Code?.self) { group in
+                for _ in 0..<50 {
+                    group.addTask {
+                        do {
+                            _ = try await Flaky(url, session: session, retry: Self.noRetry).value
+                            return nil
+                        } catch let error as BrickError {
+                            return error.code
+                        } catch {
+                            return .transport
+                        }
+                    }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            let fastFailures = outcomes.filter { $0 == .circuitOpen }.count
+            if round < 3 {
+                // The probe failed: the one request of the round the server saw.
+                #expect(server.requests(path: "/down").count == 20 + round)
+                #expect(fastFailures == 49, "round \(round)")
+            } else {
+                // The probe succeeded and closed the breaker: callers after it went through.
+                let successes = outcomes.filter { $0 == nil }.count
+                #expect(successes >= 1 && successes + fastFailures == 50)
+                #expect(server.requests(path: "/down").count == 22 + successes)
+            }
+        }
+        #expect(session.trafficState(forHost: "127.0.0.1")?.circuit == .closed)
+        #expect(recorder.kinds.filter { $0 == .circuitHalfOpened }.count == 3)
+        #expect(recorder.count(where: \.isOpened) == 3)
+        #expect(recorder.kinds.last == .circuitClosed)
+        // Closed again: calls go through.
+        #expect(try await Flaky(url, session: session, retry: Self.noRetry).value == Data("up".utf8))
+    }
+
+    @Test("a 5xx storm with retries on: total attempts ≤ (1 + budget) × first attempts")
+    func retryBudget() async throws {
+        let server = try await BrickTestServer.start()
+        defer { server.shutdown() }
+        server.route("/storm") { _ in .status(500) }
+        var configuration = Session.Configuration()
+        configuration.hostPolicies.default.circuitBreaker = nil
+        configuration.hostPolicies.default.retryBudget = RetryBudgetPolicy(ratio: 0.2, minimumPerSecond: 0, window: .seconds(60))
+        let recorder = TrafficRecorder()
+        let session = Session(configuration: configuration, eventMonitors: [recorder])
+        let retry = AutoRetryConfiguration(breakTime: .zero, maxRetryCount: 5)
+        let firsts = 200
+        let retried = await withTaskGroup(of: Int.self) { group in
+            for _ in 0..<firsts {
+                group.addTask {
+                    let call = Flaky(server.baseURL + "/storm", session: session, retry: retry)
+                    let response = await call.response()
+                    #expect(response.result.failure?.code == .unacceptableStatusCode)  // the original error
+                    return response.retryCount
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        let attempts = server.requests(path: "/storm").count
+        print("retry budget 20 %: \(firsts) first attempts, \(attempts - firsts) retries (\(retried) counted by callers), unbudgeted would be \(firsts * 6)")
+        #expect(attempts == firsts + retried)
+        #expect(Double(attempts) <= 1.2 * Double(firsts))
+        #expect(retried >= 30)  // the budget allows retries: it is not simply off
+        #expect(recorder.kinds.contains(.retryBudgetExhausted))
+    }
+
+    @Test("a concurrency cap of 1: the second caller waits for the first to finish; with .fail it is refused at once")
+    func concurrencyCap() async throws {
+        let server = try await BrickTestServer.start()
+        defer { server.shutdown() }
+        var configuration = Session.Configuration()
+        configuration.hostPolicies["127.0.0.1"] = HostPolicy(maximumConcurrentRequests: 1)
+        let session = Session(configuration: configuration)
+        let url = server.baseURL + "/delay/0.3"
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<3 {
+                group.addTask { #expect((try? await Flaky(url, session: session, retry: Self.noRetry).value) != nil) }
+            }
+        }
+        // One at a time: each request reached the server only after the previous answer (0.3 s).
+        let arrivals = server.requests(path: "/delay/0.3").map(\.receivedAt).sorted()
+        #expect(arrivals.count == 3)
+        for (earlier, later) in zip(arrivals, arrivals.dropFirst()) {
+            #expect(earlier.duration(to: later) >= .milliseconds(300))
+        }
+
+        var failing = Session.Configuration()
+        failing.hostPolicies["127.0.0.1"] = HostPolicy(maximumConcurrentRequests: 1, whenLimited: .fail)
+        let strict = Session(configuration: failing)
+        let slow = Task { try await Flaky(server.baseURL + "/delay/1", session: strict, retry: Self.noRetry).value }
+        await eventually { strict.trafficState(forHost: "127.0.0.1")?.inFlight == 1 }
+        let error = await #expect(throws: BrickError.self) {
+            try await Flaky(server.baseURL + "/get", session: strict, retry: Self.noRetry).value
+        }
+        #expect(error?.code == .rateLimited)
+        #expect(server.requests(path: "/get").isEmpty)
+        _ = try await slow.value
+        #expect(strict.trafficState(forHost: "127.0.0.1")?.inFlight == 0)
+    }
+
+    @Test("a configured rate: waiters are released one token at a time on the session clock")
+    func rateOnManualClock() async throws {
+        let server = try await BrickTestServer.start()
+        defer { server.shutdown() }
+        let clock = ManualClock()
+        var configuration = Session.Configuration()
+        configuration.hostPolicies.default = HostPolicy(rate: .perSecond(1, burst: 1))
+        let session = Session(configuration: configuration, clock: clock)
+        let url = server.baseURL + "/get"
+        let calls = (0..<3).map { _ in Task { try await Flaky(url, session: session, retry: Self.noRetry).value } }
+        await eventually { server.requests(path: "/get").count == 1 && clock.waiterCount == 2 }
+        clock.advance(by: .seconds(1))
+        await eventually { server.requests(path: "/get").count == 2 }
+        #expect(clock.waiterCount == 1)
+        clock.advance(by: .seconds(1))
+        for call in calls { _ = try await call.value }
+        #expect(server.requests(path: "/get").count == 3)
+    }
+
+    @Test("an open breaker parks a request that may park while the host is unreachable, instead of failing it")
+    func openBreakerParks() async throws {
+        let stub = StubTransport()
+        stub.stub(.get, "/flaky", .failure(.cannotConnect))
+        let clock = ManualClock()
+        let reachability = ManualReachability()
+        var configuration = Session.Configuration()
+        configuration.hostPolicies.default.circuitBreaker = CircuitBreakerPolicy(minimumRequests: 2, breakDuration: .seconds(5))
+        let session = Session(configuration: configuration, transport: stub, reachability: reachability, clock: clock)
+        let url = "http://api.test/flaky"
+        for _ in 0..<2 {
+            #expect(await errorCode { try await Flaky(url, session: session, retry: Self.noRetry).value } == .cannotConnect)
+        }
+        // Reachable: fail fast.
+        #expect(await errorCode { try await Flaky(url, session: session, retry: Self.noRetry).value } == .circuitOpen)
+        // Unreachable: park (spending nothing) until the network returns, then go through the breaker again.
+        reachability.set(.unreachable)
+        stub.stub(.get, "/flaky", .json("{}"))
+        let parked = Task { try await Flaky(url, session: session, retry: AutoRetryConfiguration(maxRetryCount: 0)).value }
+        await eventually { session.runningRequests == 1 && stub.requests.count == 2 }
+        clock.advance(by: .seconds(5))  // the break is over: the next admission is the probe
+        reachability.set(.reachable)
+        #expect(try await parked.value == Data("{}".utf8))
+        #expect(stub.requests.count == 3)
+        #expect(session.trafficState(forHost: "api.test")?.circuit == .closed)
+    }
+
+    @Test("idle hosts are forgotten; a host with something learned is kept", .timeLimit(.minutes(1)))
+    func eviction() throws {
+        let clock = ManualClock()
+        let traffic = TrafficControl(policies: HostPolicies(), clock: SessionClock(clock)) { _ in }
+        for index in 0..<500 {
+            let request = try TransportRequest(method: .get, url: "http://host\(index).test/")
+            let ticket: TrafficControl.Ticket
+            guard case .proceed(let admitted) = traffic.step(traffic.ticket(for: request, kind: .first)) else {
+                Issue.record("not admitted")
+                return
+            }
+            ticket = admitted
+            let status: HTTPResponse.Status = index == 0 ? .tooManyRequests : .ok
+            let response = TransportResponse(status: status, headerFields: index == 0 ? [.retryAfter: "3600"] : [:])
+            traffic.finished(ticket, .success(response))
+        }
+        #expect(traffic.hostCount == 500)
+        clock.advance(by: TrafficControl.idleTime)
+        _ = traffic.step(traffic.ticket(for: try TransportRequest(method: .get, url: "http://another.test/"), kind: .first))
+        // host0 is paused for an hour: kept; the 499 others forgotten; `another` is new.
+        #expect(traffic.hostCount == 2)
+        #expect(traffic.state(forHost: "host0.test")?.pausedUntil != nil)
+    }
+}
+
+/// The code of the error `body` throws, or `nil` when it succeeds.
+func errorCode(_ body: () async throws -> some Any) async -> BrickError.Code? {
+    do {
+        _ = try await body()
+        return nil
+    } catch let error as BrickError {
+        return error.code
+    } catch {
+        return .transport
+    }
+}
