@@ -89,4 +89,41 @@ struct QueueTrafficTests {
             }
         }
     }
+
+    @Test("the manager keeps a brick endpoint bound for a paused host until the pause ends, then delivers it; nothing reaches the host meanwhile")
+    func managerKeepsHeldBack() async throws {
+        try await withServer { server in
+            try await withDirectory { directory in
+                let answered = Atomic(0)
+                server.route("/limited") { _ in
+                    answered.add(1, ordering: .relaxed).oldValue == 0 ? .status(429, retryAfter: "2") : .ok("fine")
+                }
+                let watch = PauseWatch()
+                let session = Session(reachability: ManualReachability(), eventMonitors: [watch])
+                let url = server.baseURL + "/limited"
+                #expect((try? await Ping(url, session: session).value) == nil)
+                #expect(watch.sawPause)
+                let manager = OfflineRequestManager(
+                    name: "limited",
+                    store: try SQLiteOfflineStore(name: "limited", directory: directory),
+                    session: session
+                )
+                let events = manager.events
+                let id = try await manager.queueRequest(RecordSale(url, amount: 1))
+                var kept: String?
+                for await event in events {
+                    if case .kept(let keptID, let error) = event, keptID == id { kept = error }
+                    if case .finished(let finishedID) = event, finishedID == id { break }
+                    if case .failed(let failedID, let error) = event, failedID == id {
+                        Issue.record("failed: \(error)")
+                        break
+                    }
+                }
+                #expect(kept?.contains("asked every caller to wait") == true)
+                let arrivals = server.requests(path: "/limited").map(\.receivedAt)
+                #expect(arrivals.count == 2)
+                if arrivals.count == 2 { #expect(arrivals[0].duration(to: arrivals[1]) >= .seconds(2)) }
+            }
+        }
+    }
 }

@@ -201,7 +201,8 @@ public final class OfflineRequestManager: Sendable {
 }
 
 /// A brick endpoint queued with ``OfflineRequestManager/queueRequest(_:)-(RequestType)``: its
-/// rendered request, sent through the context's session transport; succeeds on a 2xx.
+/// rendered request, sent through the context's session (its host's traffic policy, then its
+/// transport); succeeds on a 2xx.
 struct BrickEndpointRequest: OfflineRequest {
     static let kind = "brickrequest.endpoint"
     let stored: StoredRequest
@@ -211,7 +212,8 @@ struct BrickEndpointRequest: OfflineRequest {
         let request = try stored.transportRequest(idempotencyKey: idempotencyKey, credential: [:])
         let response: TransportResponse
         do {
-            response = try await context.session.transport.send(request)
+            // A host paused by a 429 is not sent to: the refusal keeps the request until its date.
+            response = try await context.session.sendThroughTrafficControl(request)
         } catch {
             throw BrickError.transport(error)
         }
