@@ -36,6 +36,8 @@ package struct HostTraffic: Sendable {
         package var holdsSlot = false
         /// Counted as a first attempt.
         package var counted = false
+        /// Admitted: on its way to the server (its outcome is expected).
+        package var admitted = false
 
         package init() {}
     }
@@ -94,9 +96,15 @@ package struct HostTraffic: Sendable {
     package private(set) var breaker: CircuitBreaker?
     /// The retry budget, when the policy has one.
     package private(set) var budget: RetryBudget?
+    /// Whether ``breaker`` is set: testing the optional itself copies the whole breaker.
+    private let hasBreaker: Bool
+    /// Whether ``budget`` is set (its windows then give the rate sent, and ``sent`` is unused).
+    private let hasBudget: Bool
     private var sent: SlidingWindow
     /// Attempts holding a concurrency slot.
     package private(set) var inFlight = 0
+    /// Attempts admitted whose outcome has not come (whatever the cap): a host with any is kept.
+    package private(set) var active = 0
     /// Attempts in line for a slot, first first.
     package private(set) var waiters: [UInt64] = []
     /// When an attempt last came or went.
@@ -112,6 +120,8 @@ package struct HostTraffic: Sendable {
         limiter = RateLimiter(configured: policy.rate)
         breaker = policy.circuitBreaker.map(CircuitBreaker.init(policy:))
         budget = policy.retryBudget.map(RetryBudget.init(policy:))
+        hasBreaker = policy.circuitBreaker != nil
+        hasBudget = policy.retryBudget != nil
         sent = SlidingWindow(length: Self.sendingRateSpan)
         lastUsed = now
     }
@@ -137,8 +147,7 @@ package struct HostTraffic: Sendable {
         changes: inout [Change]
     ) -> Admission {
         lastUsed = now
-        if !progress.passedBreaker, breaker != nil {
-            let (admission, change) = breaker!.admit(at: now)
+        if !progress.passedBreaker, hasBreaker, let (admission, change) = breaker?.admit(at: now) {
             if let change { changes.append(.circuit(change)) }
             switch admission {
             case .allow: break
@@ -182,7 +191,9 @@ package struct HostTraffic: Sendable {
             progress.counted = true
             budget?.firstAttempt(at: now)
         }
-        sent.add(at: now)
+        if !hasBudget { sent.add(at: now) }
+        progress.admitted = true
+        active += 1
         return .proceed
     }
 
@@ -212,9 +223,10 @@ package struct HostTraffic: Sendable {
         changes: inout [Change]
     ) -> UInt64? {
         lastUsed = now
+        if progress.admitted { active -= 1 }
         let handedTo = releaseSlot(progress)
-        if breaker != nil, progress.passedBreaker,
-            let change = breaker!.record(Self.verdict(observed), wasProbe: progress.isProbe, at: now)
+        if hasBreaker, progress.passedBreaker,
+            let change = breaker?.record(Self.verdict(observed), wasProbe: progress.isProbe, at: now) ?? nil
         {
             changes.append(.circuit(change))
         }
@@ -223,7 +235,8 @@ package struct HostTraffic: Sendable {
         case (429, let delay?), (503, let delay?):
             if limiter.pause(until: now + delay) { changes.append(.paused(until: now + delay, status: status)) }
         case (429, nil):
-            let rate = Double(sent.total(at: now)) / Self.sendingRateSpan.seconds
+            let recent = budget?.attempts(over: Self.sendingRateSpan, at: now) ?? sent.total(at: now)
+            let rate = Double(recent) / Self.sendingRateSpan.seconds
             if let change = limiter.throttled(at: now, sendingRate: rate) { changes.append(.rate(change)) }
         case (200..<400, _):
             if let change = limiter.succeeded(at: now) { changes.append(.rate(change)) }
@@ -244,7 +257,7 @@ package struct HostTraffic: Sendable {
     @discardableResult
     package mutating func abandon(_ progress: inout Progress, at now: Duration, changes: inout [Change]) -> UInt64? {
         let handedTo = releaseSlot(progress)
-        if progress.isProbe, breaker != nil, let change = breaker!.record(.neutral, wasProbe: true, at: now) {
+        if progress.isProbe, hasBreaker, let change = breaker?.record(.neutral, wasProbe: true, at: now) ?? nil {
             changes.append(.circuit(change))
         }
         progress = Progress()
@@ -258,8 +271,7 @@ package struct HostTraffic: Sendable {
     ///   - changes: Receives ``Change/retryBudgetExhausted`` the first time in a run it refuses.
     /// - Returns: Whether the retry may be made.
     package mutating func spendRetry(at now: Duration, changes: inout [Change]) -> Bool {
-        guard budget != nil else { return true }
-        let (allowed, newlyExhausted) = budget!.spend(at: now)
+        guard let (allowed, newlyExhausted) = budget?.spend(at: now) else { return true }
         if newlyExhausted { changes.append(.retryBudgetExhausted) }
         return allowed
     }
@@ -271,8 +283,8 @@ package struct HostTraffic: Sendable {
     ///   - now: The time.
     ///   - idleTime: How long unused.
     package func isIdle(at now: Duration, for idleTime: Duration) -> Bool {
-        inFlight == 0 && waiters.isEmpty && now - lastUsed >= idleTime && limiter.isAtRest(at: now)
-            && (breaker?.isClosed ?? true)
+        active == 0 && inFlight == 0 && waiters.isEmpty && now - lastUsed >= idleTime && limiter.isAtRest(at: now)
+            && (!hasBreaker || breaker?.isClosed == true)
     }
 
     /// How the breaker counts an outcome: network-class failures (the server could not be reached,

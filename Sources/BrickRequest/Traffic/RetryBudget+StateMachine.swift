@@ -33,6 +33,15 @@ package struct RetryBudget: Sendable, Hashable {
         firsts.add(at: now)
     }
 
+    /// Attempts (first and retries) counted over the last `span` (whole buckets).
+    ///
+    /// - Parameters:
+    ///   - span: How far back.
+    ///   - now: The time.
+    package func attempts(over span: Duration, at now: Duration) -> Int {
+        firsts.total(over: span, at: now) + retries.total(over: span, at: now)
+    }
+
     /// The retries the budget allows now beyond those already made.
     ///
     /// - Parameter now: The time.

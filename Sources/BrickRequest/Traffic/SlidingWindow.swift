@@ -7,14 +7,25 @@ package struct SlidingWindow: Sendable, Hashable {
     /// The number of buckets.
     package static let buckets = 10
     private let bucketWidth: Int64
+    private let width: Duration
     private var epochs = [Int64](repeating: .min, count: SlidingWindow.buckets)
     private var counts = [Int](repeating: 0, count: SlidingWindow.buckets)
+    /// The bucket of the last `add`, and its span: a time inside it needs no division (turning a
+    /// `Duration` into a bucket number costs a 128-bit division, most of an `add`).
+    private var current = Bucket(epoch: .min, start: .zero, end: .zero)
+
+    private struct Bucket: Sendable, Hashable {
+        var epoch: Int64
+        var start: Duration
+        var end: Duration
+    }
 
     /// A window of `length`.
     ///
     /// - Parameter length: How far back events count.
     package init(length: Duration) {
         bucketWidth = max(1, length.signedNanoseconds / Int64(Self.buckets))
+        width = .nanoseconds(bucketWidth)
     }
 
     /// The window's length.
@@ -26,7 +37,14 @@ package struct SlidingWindow: Sendable, Hashable {
     ///   - count: How many events.
     ///   - now: When they happened.
     package mutating func add(_ count: Int = 1, at now: Duration) {
-        let epoch = epoch(of: now)
+        let epoch: Int64
+        if now >= current.start && now < current.end {
+            epoch = current.epoch
+        } else {
+            epoch = self.epoch(of: now)
+            let start = Duration.nanoseconds(epoch * bucketWidth)
+            current = Bucket(epoch: epoch, start: start, end: start + width)
+        }
         let slot = Int(UInt64(bitPattern: epoch) % UInt64(Self.buckets))
         if epochs[slot] != epoch {
             epochs[slot] = epoch
@@ -40,12 +58,7 @@ package struct SlidingWindow: Sendable, Hashable {
     /// - Parameter now: The end of the window.
     /// - Returns: The count.
     package func total(at now: Duration) -> Int {
-        let current = epoch(of: now)
-        var total = 0
-        for slot in 0..<Self.buckets where epochs[slot] > current - Int64(Self.buckets) && epochs[slot] <= current {
-            total += counts[slot]
-        }
-        return total
+        total(buckets: Int64(Self.buckets), at: now)
     }
 
     /// The events counted in the last `span` before `now` (rounded up to whole buckets).
@@ -55,13 +68,7 @@ package struct SlidingWindow: Sendable, Hashable {
     ///   - now: The end.
     /// - Returns: The count.
     package func total(over span: Duration, at now: Duration) -> Int {
-        let current = epoch(of: now)
-        let width = max(1, min(Int64(Self.buckets), (span.signedNanoseconds + bucketWidth - 1) / bucketWidth))
-        var total = 0
-        for slot in 0..<Self.buckets where epochs[slot] > current - width && epochs[slot] <= current {
-            total += counts[slot]
-        }
-        return total
+        total(buckets: max(1, min(Int64(Self.buckets), (span.signedNanoseconds + bucketWidth - 1) / bucketWidth)), at: now)
     }
 
     /// Forgets every event.
@@ -72,7 +79,18 @@ package struct SlidingWindow: Sendable, Hashable {
         }
     }
 
+    private func total(buckets: Int64, at now: Duration) -> Int {
+        let last = now >= current.start && now < current.end ? current.epoch : epoch(of: now)
+        var total = 0
+        for slot in 0..<Self.buckets where epochs[slot] > last - buckets && epochs[slot] <= last {
+            total += counts[slot]
+        }
+        return total
+    }
+
     private func epoch(of time: Duration) -> Int64 {
-        time.signedNanoseconds / bucketWidth
+        let nanoseconds = time.signedNanoseconds
+        // Rounded down, negative times included.
+        return nanoseconds >= 0 ? nanoseconds / bucketWidth : (nanoseconds - bucketWidth + 1) / bucketWidth
     }
 }

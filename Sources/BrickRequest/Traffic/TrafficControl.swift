@@ -22,10 +22,8 @@ package final class TrafficControl: Sendable {
 
     /// An attempt on its way through admission: the host and what it passed.
     package struct Ticket: Sendable {
-        /// The host's key, `host[:port]` lowercased; empty for an untracked request.
-        let key: String
-        /// The host name alone (the policy's second key, and reachability's).
-        let host: String
+        /// The request (its authority finds the host); `nil` for an untracked one.
+        let request: TransportRequest?
         let kind: HostTraffic.AttemptKind
         var progress = HostTraffic.Progress()
         /// The latest the attempt may wait until (`nil`: fail rather than wait); set at the first step.
@@ -34,12 +32,44 @@ package final class TrafficControl: Sendable {
         let waitsOutPauses: Bool
         /// The attempt's number, should it wait in line.
         var waiter: UInt64 = 0
+        /// The host's state, found at the first step: later steps and the outcome need no lookup.
+        var slot: HostSlot?
+
+        /// When the attempt was last admitted (or refused), on the session clock.
+        var admittedAt: Duration = .zero
 
         /// Whether the request is tracked at all.
-        var isTracked: Bool { !key.isEmpty }
+        var isTracked: Bool { request != nil }
+        /// The host's key, `host[:port]` lowercased, once the first step found its slot.
+        var key: String { slot?.key ?? request?.trafficKey ?? "" }
 
         /// A ticket for a request traffic control does not track (refused, or unlimited).
-        static let untracked = Ticket(key: "", host: "", kind: .first, deadline: .some(nil), timeout: nil, waitsOutPauses: true)
+        static let untracked = Ticket(request: nil, kind: .first, deadline: .some(nil), timeout: nil, waitsOutPauses: true)
+    }
+
+    /// One host's traffic in a box, so that a ticket reaches it again without hashing its key.
+    package final class HostSlot: @unchecked Sendable {  // `traffic` is read and written only under TrafficControl's lock
+        /// The host's key, `host[:port]` lowercased.
+        let key: String
+        /// Out of line, so that using it costs no exclusivity check (the lock already excludes).
+        private let storage: UnsafeMutablePointer<HostTraffic>
+
+        /// The host's traffic state.
+        var traffic: HostTraffic {
+            unsafeAddress { UnsafePointer(storage) }
+            unsafeMutableAddress { storage }
+        }
+
+        init(key: String, _ traffic: HostTraffic) {
+            self.key = key
+            storage = .allocate(capacity: 1)
+            storage.initialize(to: traffic)
+        }
+
+        deinit {
+            storage.deinitialize(count: 1)
+            storage.deallocate()
+        }
     }
 
     /// The first step's verdict.
@@ -53,7 +83,10 @@ package final class TrafficControl: Sendable {
     }
 
     private struct State {
-        var hosts: [String: HostTraffic] = [:]
+        var hosts: [String: HostSlot] = [:]
+        /// The host of the last new attempt: most sessions talk to one host, and comparing a
+        /// short key costs less than hashing it.
+        var recent: (key: String, slot: HostSlot)?
         /// Waiters for a slot that suspended, by number.
         var line: [UInt64: UnsafeContinuation<Bool, Never>] = [:]
         /// Waiters handed a slot before they suspended.
@@ -69,6 +102,8 @@ package final class TrafficControl: Sendable {
     private let state = Lock(State())
     /// Whether every host is unlimited: then nothing is tracked.
     private let isOff: Bool
+    /// Whether some host has a policy of its own (otherwise no lookup by name is needed).
+    private let hasHostPolicies: Bool
 
     /// Traffic control for a session.
     ///
@@ -81,6 +116,7 @@ package final class TrafficControl: Sendable {
         self.clock = clock
         self.report = report
         isOff = policies.default.isUnlimited && policies.byHost.values.allSatisfy(\.isUnlimited)
+        hasHostPolicies = !policies.byHost.isEmpty
     }
 
     // MARK: - Admission
@@ -95,9 +131,12 @@ package final class TrafficControl: Sendable {
     /// - Returns: The ticket.
     package func ticket(for request: TransportRequest, kind: HostTraffic.AttemptKind, waitsOutPauses: Bool = true) -> Ticket {
         guard !isOff else { return .untracked }
-        let (key, host) = request.trafficKey
-        if policies.policy(authority: key, host: host).isUnlimited { return .untracked }
-        return Ticket(key: key, host: host, kind: kind, timeout: request.options.timeout, waitsOutPauses: waitsOutPauses)
+        // With no policy by host, the key is not needed yet: the first step may find the host
+        // without it (``State/recent``).
+        if hasHostPolicies ? policy(forKey: request.trafficKey).isUnlimited : policies.default.isUnlimited {
+            return .untracked
+        }
+        return Ticket(request: request, kind: kind, timeout: request.options.timeout, waitsOutPauses: waitsOutPauses)
     }
 
     /// One step of admission, under the lock: the verdict for an attempt that has not waited, or
@@ -111,13 +150,11 @@ package final class TrafficControl: Sendable {
         var changes: [HostTraffic.Change] = []
         let admission = state.withLock { state -> HostTraffic.Admission in
             sweepIfDue(&state, at: now)
-            let policies = self.policies
-            let (key, name) = (ticket.key, ticket.host)
-            // Mutated in place (a copy out of the dictionary would copy its windows' storage).
+            let slot = ticket.slot ?? slot(for: ticket.request!, in: &state, at: now)
+            ticket.slot = slot
+            ticket.admittedAt = now
             if ticket.deadline == nil {
-                switch state.hosts[key, default: HostTraffic(policy: policies.policy(authority: key, host: name), at: now)]
-                    .policy.whenLimited
-                {
+                switch slot.traffic.policy.whenLimited {
                 case .fail:
                     ticket.deadline = .some(nil)
                 case .wait(let atMost):
@@ -128,18 +165,17 @@ package final class TrafficControl: Sendable {
                 ticket.waiter = state.nextWaiter
                 state.nextWaiter &+= 1
             }
-            return state.hosts[key, default: HostTraffic(policy: policies.policy(authority: key, host: name), at: now)]
-                .admit(
-                    ticket.kind,
-                    progress: &ticket.progress,
-                    at: now,
-                    deadline: ticket.deadline ?? nil,
-                    waitsOutPauses: ticket.waitsOutPauses,
-                    waiter: ticket.waiter,
-                    changes: &changes
-                )
+            return slot.traffic.admit(
+                ticket.kind,
+                progress: &ticket.progress,
+                at: now,
+                deadline: ticket.deadline ?? nil,
+                waitsOutPauses: ticket.waitsOutPauses,
+                waiter: ticket.waiter,
+                changes: &changes
+            )
         }
-        publish(changes, key: ticket.key, now: now)
+        if !changes.isEmpty { publish(changes, key: ticket.key, now: now) }
         switch admission {
         case .proceed:
             return .proceed(ticket)
@@ -208,7 +244,7 @@ package final class TrafficControl: Sendable {
             case .queued:
                 guard await waitForSlot(ticket) else {
                     if Task.isCancelled { return .failure(abandon(&ticket)) }
-                    let cap = state.withLock { $0.hosts[ticket.key]?.policy.maximumConcurrentRequests } ?? 0
+                    let cap = state.withLock { _ in ticket.slot?.traffic.policy.maximumConcurrentRequests } ?? 0
                     _ = abandon(&ticket)
                     return .failure(error(for: .concurrency(cap: cap), key: ticket.key, now: clock.elapsed()))
                 }
@@ -231,12 +267,12 @@ package final class TrafficControl: Sendable {
     /// cancelled (`false`).
     private func waitForSlot(_ ticket: Ticket) async -> Bool {
         let waiter = ticket.waiter
-        let key = ticket.key
+        guard let slot = ticket.slot else { return false }
         let deadline = (ticket.deadline ?? nil) ?? clock.elapsed()
         let clock = self.clock
         let timer = Task { [weak self] in
             try? await clock.sleepUntilElapsed(deadline)
-            self?.leaveLine(waiter, key: key)
+            self?.leaveLine(waiter, slot: slot)
         }
         defer { timer.cancel() }
         return await withTaskCancellationHandler {
@@ -244,22 +280,22 @@ package final class TrafficControl: Sendable {
                 // Handed a slot already, out of line already (deadline, cancellation), or in line.
                 let settled = state.withLock { state -> Bool? in
                     if state.handedOver.remove(waiter) != nil { return true }
-                    if state.hosts[key]?.waiters.contains(waiter) != true { return false }
+                    if !slot.traffic.waiters.contains(waiter) { return false }
                     state.line[waiter] = continuation
                     return nil
                 }
                 if let settled { continuation.resume(returning: settled) }
             }
         } onCancel: {
-            self.leaveLine(waiter, key: key)
+            self.leaveLine(waiter, slot: slot)
         }
     }
 
     /// A waiter gives up its place (deadline or cancellation); resumed with `false` if it was
     /// still in line.
-    private func leaveLine(_ waiter: UInt64, key: String) {
+    private func leaveLine(_ waiter: UInt64, slot: HostSlot) {
         let continuation = state.withLock { state -> UnsafeContinuation<Bool, Never>? in
-            guard state.hosts[key]?.leaveLine(waiter) == true else { return nil }
+            guard slot.traffic.leaveLine(waiter) else { return nil }
             return state.line.removeValue(forKey: waiter)
         }
         continuation?.resume(returning: false)
@@ -279,8 +315,8 @@ package final class TrafficControl: Sendable {
         let now = clock.elapsed()
         var changes: [HostTraffic.Change] = []
         var progress = ticket.progress
-        let handedTo = state.withLock { state -> UInt64? in
-            state.hosts[ticket.key]?.abandon(&progress, at: now, changes: &changes) ?? nil
+        let handedTo = state.withLock { _ -> UInt64? in
+            ticket.slot?.traffic.abandon(&progress, at: now, changes: &changes) ?? nil
         }
         ticket.progress = progress
         hand(handedTo)
@@ -308,10 +344,17 @@ package final class TrafficControl: Sendable {
         case .failure(let error):
             observed = .failure(error.kind)
         }
-        let now = clock.elapsed()
+        // A pause starts when the answer arrived; anything else is counted at admission time (a
+        // bucket of the breaker's window is seconds wide), which spares a clock read.
+        let now: Duration
+        if case .status(let status, _) = observed, status != 429 && status != 503 {
+            now = ticket.admittedAt
+        } else {
+            now = clock.elapsed()
+        }
         var changes: [HostTraffic.Change] = []
-        let handedTo = state.withLock { state -> UInt64? in
-            state.hosts[ticket.key]?.finished(observed, progress: ticket.progress, at: now, changes: &changes) ?? nil
+        let handedTo = state.withLock { _ -> UInt64? in
+            ticket.slot?.traffic.finished(observed, progress: ticket.progress, at: now, changes: &changes) ?? nil
         }
         hand(handedTo)
         publish(changes, key: ticket.key, now: now)
@@ -326,10 +369,8 @@ package final class TrafficControl: Sendable {
         guard ticket.isTracked else { return true }
         let now = clock.elapsed()
         var changes: [HostTraffic.Change] = []
-        let policies = self.policies
         let allowed = state.withLock { state -> Bool in
-            state.hosts[ticket.key, default: HostTraffic(policy: policies.policy(authority: ticket.key, host: ticket.host), at: now)]
-                .spendRetry(at: now, changes: &changes)
+            slot(for: request, in: &state, at: now).traffic.spendRetry(at: now, changes: &changes)
         }
         publish(changes, key: ticket.key, now: now)
         return allowed
@@ -343,14 +384,14 @@ package final class TrafficControl: Sendable {
     /// - Returns: The state.
     package func state(forHost key: String) -> HostTrafficState? {
         let now = clock.elapsed()
-        return state.withLock { state in state.hosts[key.lowercased()].map { snapshot($0, key: key.lowercased(), now: now) } }
+        return state.withLock { state in state.hosts[key.lowercased()].map { snapshot($0.traffic, key: key.lowercased(), now: now) } }
     }
 
     /// The state of every host the session remembers.
     package var states: [HostTrafficState] {
         let now = clock.elapsed()
         return state.withLock { state in
-            state.hosts.map { snapshot($0.value, key: $0.key, now: now) }.sorted { $0.host < $1.host }
+            state.hosts.map { snapshot($0.value.traffic, key: $0.key, now: now) }.sorted { $0.host < $1.host }
         }
     }
 
@@ -383,7 +424,38 @@ package final class TrafficControl: Sendable {
         guard now - state.lastSweep >= Self.sweepInterval || state.hosts.count >= Self.maximumHosts else { return }
         state.lastSweep = now
         let idleTime = state.hosts.count >= Self.maximumHosts ? .zero : Self.idleTime
-        state.hosts = state.hosts.filter { !$0.value.isIdle(at: now, for: idleTime) }
+        state.hosts = state.hosts.filter { !$0.value.traffic.isIdle(at: now, for: idleTime) }
+        if let recent = state.recent, state.hosts[recent.key] !== recent.slot { state.recent = nil }
+    }
+
+    /// The host's slot, made (with its policy) the first time the host is seen.
+    private func slot(for request: TransportRequest, in state: inout State, at now: Duration) -> HostSlot {
+        if let recent = state.recent, request.hasTrafficKey(recent.key) { return recent.slot }
+        let key = request.trafficKey
+        let slot: HostSlot
+        if let known = state.hosts[key] {
+            slot = known
+        } else {
+            slot = HostSlot(key: key, HostTraffic(policy: policy(forKey: key), at: now))
+            state.hosts[key] = slot
+        }
+        state.recent = (key, slot)
+        return slot
+    }
+
+    /// The policy of a host, by its key (`host[:port]`).
+    private func policy(forKey key: String) -> HostPolicy {
+        var host = Substring(key)
+        let bytes = key.utf8
+        if bytes.first == UInt8(ascii: "[") {
+            // An IPv6 literal: the name is between the brackets.
+            if let close = bytes.firstIndex(of: UInt8(ascii: "]")) {
+                host = key[bytes.index(after: bytes.startIndex)..<close]
+            }
+        } else if let colon = bytes.lastIndex(of: UInt8(ascii: ":")) {
+            host = key[..<colon]
+        }
+        return policies.policy(authority: key, host: String(host))
     }
 
     private func hand(_ waiter: UInt64?) {

@@ -233,21 +233,46 @@ public struct TransportRequest: Sendable {
         return url
     }
 
-    /// The destination as traffic control keys it: the authority (`host[:port]`) and the host
-    /// alone, lowercased.
-    package var trafficKey: (authority: String, host: String) {
-        var authority = self.authority ?? ""
-        if authority.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) {
-            authority = authority.lowercased()
+    /// The destination as traffic control keys it: the authority (`host[:port]`), lowercased.
+    package var trafficKey: String {
+        switch storage.value.target {
+        case .parsed(let isHTTPS, let authorityEnd):
+            // Bytes only, straight from the URL: `Character`-level work would cost more than the
+            // rest of admission.
+            var url = storage.value.urlString
+            return url.withUTF8 { bytes in
+                let authority = UnsafeBufferPointer(rebasing: bytes[(isHTTPS ? 8 : 7)..<authorityEnd])
+                var hasUppercase = false
+                for byte in authority where byte &- UInt8(ascii: "A") < 26 {
+                    hasUppercase = true
+                    break
+                }
+                let key = String(decoding: authority, as: UTF8.self)
+                return hasUppercase ? key.lowercased() : key
+            }
+        case .explicit(_, let authority, _):
+            return authority?.lowercased() ?? ""
         }
-        var host = Substring(authority)
-        if host.hasPrefix("[") {
-            host = host.dropFirst()
-            if let close = host.firstIndex(of: "]") { host = host[..<close] }
-        } else if let colon = host.lastIndex(of: ":") {
-            host = host[..<colon]
+    }
+
+    /// Whether ``trafficKey`` is `key` (compared byte by byte, ASCII case ignored, without making
+    /// the key).
+    package func hasTrafficKey(_ key: String) -> Bool {
+        guard case .parsed(let isHTTPS, let authorityEnd) = storage.value.target else { return trafficKey == key }
+        var url = storage.value.urlString
+        var key = key
+        return url.withUTF8 { bytes in
+            key.withUTF8 { expected in
+                let start = isHTTPS ? 8 : 7
+                guard authorityEnd - start == expected.count else { return false }
+                for index in 0..<expected.count {
+                    var byte = bytes[start + index]
+                    if byte &- UInt8(ascii: "A") < 26 { byte |= 0x20 }
+                    if byte != expected[index] { return false }
+                }
+                return true
+            }
         }
-        return (authority, String(host))
     }
 
     /// The host the request goes to (without port or IPv6 brackets), for reachability.
