@@ -1,5 +1,11 @@
+import FoundationEssentials
+
 /// The session's clock, type-erased: sleeps for retry delays and measures elapsed time.
 package struct SessionClock: Sendable {
+    /// The date at which ``elapsed`` read zero: a point on the clock turns into a date as
+    /// `originDate + elapsed`, the one conversion that traffic control (a pause's end) and the
+    /// offline loops (an entry's next attempt) share, so their dates agree even on a `ManualClock`.
+    package let originDate: Date
     package let sleep: @Sendable (Duration) async throws -> Void
     /// Time since the clock was wrapped.
     package let elapsed: @Sendable () -> Duration
@@ -9,8 +15,17 @@ package struct SessionClock: Sendable {
 
     init<C: Clock>(_ clock: C) where C.Duration == Duration {
         let origin = clock.now
+        originDate = Date()
         sleep = { try await clock.sleep(for: $0) }
         elapsed = { origin.duration(to: clock.now) }
         sleepUntilElapsed = { try await clock.sleep(until: origin.advanced(by: $0), tolerance: nil) }
+    }
+
+    /// The date of a point on the clock.
+    ///
+    /// - Parameter elapsed: The point, as time since the clock was wrapped.
+    /// - Returns: `originDate + elapsed`.
+    package func date(at elapsed: Duration) -> Date {
+        originDate.addingTimeInterval(elapsed.seconds)
     }
 }

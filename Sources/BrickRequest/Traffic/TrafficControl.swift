@@ -468,9 +468,10 @@ package final class TrafficControl: Sendable {
         continuation?.resume(returning: true)
     }
 
-    /// A point on the session clock as a date.
+    /// A point on the session clock as a date (the session's one conversion, shared with the
+    /// offline loops).
     private func date(of time: Duration, now: Duration) -> Date {
-        Date().addingTimeInterval((time - now).seconds)
+        clock.date(at: time)
     }
 
     private func error(for refusal: HostTraffic.Refusal, key: String, now: Duration) -> TransportError {
