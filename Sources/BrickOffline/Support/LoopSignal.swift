@@ -118,16 +118,17 @@ extension Date {
 /// A processing loop's wall clock: the date its session's clock started at plus that clock's
 /// elapsed time, so that a test's `ManualClock` drives pauses, schedules and time limits.
 struct LoopTime: Sendable {
-    /// The date at which the session's clock read zero (``SessionClock/originDate``: a queue
-    /// made an hour after its session must not run an hour ahead, or the dates it stores mean
-    /// nothing to the other processes sharing the store; and a pause that the session's traffic
-    /// control dates must mean the same instant to the queue).
+    /// The date at which the session's clock read zero: now, less what it has counted since the
+    /// session was made (a queue made an hour after its session must not run an hour ahead, or
+    /// the dates it stores mean nothing to the other processes sharing the store). On a real
+    /// clock this is the session's ``SessionClock/originDate``, which traffic control dates its
+    /// pauses by; on a `ManualClock` advanced before the queue was made, it is not.
     let origin: Date
     let clock: SessionClock
 
     init(clock: SessionClock) {
         self.clock = clock
-        self.origin = clock.originDate
+        self.origin = Date().addingTimeInterval(-clock.elapsed().seconds)
     }
 
     /// The current date, as the loop reckons it.

@@ -3,8 +3,9 @@ import FoundationEssentials
 /// The session's clock, type-erased: sleeps for retry delays and measures elapsed time.
 package struct SessionClock: Sendable {
     /// The date at which ``elapsed`` read zero: a point on the clock turns into a date as
-    /// `originDate + elapsed`, the one conversion that traffic control (a pause's end) and the
-    /// offline loops (an entry's next attempt) share, so their dates agree even on a `ManualClock`.
+    /// `originDate + elapsed` (traffic control dates a pause's end so). The offline loops reckon
+    /// dates from the same point on a real clock, so a pause's date means the same instant to a
+    /// queue.
     package let originDate: Date
     package let sleep: @Sendable (Duration) async throws -> Void
     /// Time since the clock was wrapped.
