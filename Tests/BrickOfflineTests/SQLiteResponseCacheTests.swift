@@ -79,6 +79,23 @@ struct SQLiteResponseCacheTests {
         }
     }
 
+    @Test("two openers of a new cache file at the same moment both succeed (as two processes do)")
+    func concurrentFirstOpen() async throws {
+        for _ in 0..<30 {
+            let path = NSTemporaryDirectory() + "brick-cache-" + UUID().uuidString
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            let directory = URL(fileURLWithPath: path)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let opened = await withTaskGroup(of: Bool.self) { group in
+                for _ in 0..<3 {
+                    group.addTask { (try? SQLiteResponseCache(name: "shared", directory: directory)) != nil }
+                }
+                return await group.reduce(into: [Bool]()) { $0.append($1) }
+            }
+            #expect(opened == [true, true, true])
+        }
+    }
+
     @Test("MiniCache: named caches share nothing; a missing key is a miss; remove one; remove all")
     func namesAndRemoval() throws {
         let path = NSTemporaryDirectory() + "brick-cache-" + UUID().uuidString

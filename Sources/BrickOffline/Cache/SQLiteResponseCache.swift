@@ -301,6 +301,20 @@ public final class SQLiteResponseCache: ResponseCache {
     // MARK: - Opening
 
     private static func open(_ path: String) throws -> DatabasePool {
+        // Several processes may open a new cache file at the same moment: switching it to WAL
+        // takes a lock for which SQLite does not wait (SQLITE_BUSY at once), so try again, briefly.
+        var attempt = 0
+        while true {
+            do {
+                return try openOnce(path)
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && attempt < 20 {
+                attempt += 1
+                usleep(UInt32(5_000 * attempt))
+            }
+        }
+    }
+
+    private static func openOnce(_ path: String) throws -> DatabasePool {
         SQLiteFiles.createPrivate(path)
         var configuration = Configuration()
         configuration.label = "BrickOffline.ResponseCache"
@@ -311,7 +325,14 @@ public final class SQLiteResponseCache: ResponseCache {
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
         try pool.read(SQLiteFiles.quickCheck)
-        try migrator.migrate(pool)
+        do {
+            try migrator.migrate(pool)
+        } catch {
+            // Another process opened the same new file at the same moment: GRDB reads the applied
+            // migrations before its write transaction, so both tried to create the tables and the
+            // second failed. If the file is now up to date, so is this cache.
+            guard (try? pool.read(migrator.hasCompletedMigrations)) == true else { throw error }
+        }
         return pool
     }
 
