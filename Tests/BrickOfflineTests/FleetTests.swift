@@ -223,6 +223,8 @@ struct FleetTests {
                 _ = try await addEntries(1, to: store, queue: "long", url: { _ in server.baseURL + "/delay/5" })
                 #expect(try await drained(store, queue: "long"))
                 #expect(server.requests(path: "/delay/5").count == 1)
+                // The store is drained before the worker prints its event: wait for the line.
+                await eventually { workers.flatMap(\.lines).contains { $0.hasPrefix("delivered") } }
                 let lines = workers.flatMap(\.lines)
                 #expect(lines.filter { $0.hasPrefix("delivered") }.count == 1)
                 #expect(!lines.contains { $0.hasPrefix("storeFailed") })

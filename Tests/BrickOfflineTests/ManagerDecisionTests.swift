@@ -17,6 +17,7 @@ struct ManagerDecisionTests {
         var name: String
         var error: (any Error & Sendable)?
         var asksAgain: Bool
+        var heldBackUntil: Date? = nil
         var expected: ManagerDecision
         var description: String { name }
     }
@@ -47,7 +48,7 @@ struct ManagerDecisionTests {
         ),
         Row(
             name: "held back by a host's pause: kept until its date, not counted",
-            error: heldBack, asksAgain: false,
+            error: heldBack, asksAgain: false, heldBackUntil: now.addingTimeInterval(120),
             expected: .keep(notBefore: now.addingTimeInterval(120), reason: "\(heldBack)")
         ),
         Row(
@@ -69,7 +70,12 @@ struct ManagerDecisionTests {
     @Test("each outcome's decision", arguments: rows)
     func decision(_ row: Row) {
         let outcome: Result<Void, any Error> = row.error.map { .failure($0) } ?? .success(())
-        let decision = ManagerDecision.decide(outcome, now: Self.now, submissionInterval: Self.interval) { _ in row.asksAgain }
+        let decision = ManagerDecision.decide(
+            outcome,
+            now: Self.now,
+            heldBackUntil: row.heldBackUntil,
+            submissionInterval: Self.interval
+        ) { _ in row.asksAgain }
         #expect(decision == row.expected)
     }
 }

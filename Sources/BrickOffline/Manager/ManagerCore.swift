@@ -427,9 +427,13 @@ final class ManagerCore: Sendable {
         guard let lease = state.withLock({ $0.running[id]?.lease }) else { return }
         let delegate = settings.withLock { $0.delegate.value }
         let manager = owner.value
+        let finishedAt = now()
+        let heldBackUntil: Date? =
+            if case .failure(let error) = outcome { session.heldBackDate(for: error, now: finishedAt) } else { nil }
         let decision = ManagerDecision.decide(
             outcome,
-            now: now(),
+            now: finishedAt,
+            heldBackUntil: heldBackUntil,
             submissionInterval: settings.withLock { $0.submissionInterval }
         ) { error in
             request.shouldAttemptResubmission(for: error)

@@ -9,7 +9,7 @@ import Foundation
 /// | success | ``finished`` |
 /// | the time limit ran out (``OfflineRequestTimeout``) | ``fail(reason:)`` — never retried |
 /// | a network-class failure (``NetworkFailure/isNetwork``) | ``keep(notBefore:reason:)`` after the submission interval; not counted |
-/// | held back by the host's traffic policy with a date (``BrickError/notBefore``) | ``keep(notBefore:reason:)`` until that date; not counted |
+/// | held back by the host's traffic policy with a date (`heldBackUntil`, from ``BrickError/notBefore``) | ``keep(notBefore:reason:)`` until that date; not counted |
 /// | any other failure the request or the delegate asks to retry | ``again(reason:)``, at once; counted |
 /// | any other failure | ``fail(reason:)`` |
 package enum ManagerDecision: Sendable, Hashable {
@@ -28,12 +28,15 @@ package enum ManagerDecision: Sendable, Hashable {
     /// - Parameters:
     ///   - outcome: How the attempt ended.
     ///   - now: When it ended.
+    ///   - heldBackUntil: For a request the host's traffic policy held back, when it may be tried
+    ///     (on the manager's clock); `nil` otherwise.
     ///   - submissionInterval: How long a kept request waits.
     ///   - resubmissionAsked: Whether the request or the delegate wants another attempt after this
     ///     error (asked only for failures that are neither timeouts nor network-class).
     package static func decide(
         _ outcome: Result<Void, any Error>,
         now: Date,
+        heldBackUntil: Date? = nil,
         submissionInterval: Duration,
         resubmissionAsked: (any Error) -> Bool
     ) -> ManagerDecision {
@@ -43,7 +46,6 @@ package enum ManagerDecision: Sendable, Hashable {
         case .failure(let error) where error is OfflineRequestTimeout:
             return .fail(reason: "\(error)")
         case .failure(let error) where NetworkFailure.of(error).isNetwork:
-            let heldBackUntil = (error as? BrickError)?.notBefore ?? (error as? TransportError)?.notBefore
             return .keep(notBefore: heldBackUntil ?? now.addingTimeInterval(submissionInterval.seconds), reason: "\(error)")
         case .failure(let error):
             return resubmissionAsked(error) ? .again(reason: "\(error)") : .fail(reason: "\(error)")

@@ -394,7 +394,7 @@ final class QueueCore: Sendable {
                     return (.status(response.status.code), response)
                 }
                 if NetworkFailure.of(error.kind) == .heldBack {
-                    return (.heldBack(until: error.notBefore, reason: error.message), nil)
+                    return (.heldBack(until: session.heldBackDate(for: error, now: now()), reason: error.message), nil)
                 }
                 return (.transport(error.kind), nil)
             }

@@ -26,6 +26,27 @@ extension Session {
     /// The state of every host the session remembers, sorted by host.
     public var trafficStates: [HostTrafficState] { traffic.states }
 
+    /// How long from now, on the session's clock, a request held back until `date` (a
+    /// ``TransportError/notBefore``) must wait: what an offline loop adds to its own clock's
+    /// now, so that the two agree even when the session runs on a `ManualClock`.
+    ///
+    /// - Parameter date: The date from the refusal.
+    /// - Returns: The wait, zero when the date has passed.
+    package func heldBackDelay(until date: Date) -> Duration {
+        .seconds(max(0, date.timeIntervalSince(clock.date(at: clock.elapsed()))))
+    }
+
+    /// The date, on a loop whose clock reads `now`, at which a request held back by `error` may
+    /// be tried (`nil` when the error is not a refusal with a date).
+    ///
+    /// - Parameters:
+    ///   - error: The failure (a ``TransportError`` or a ``BrickError`` around one).
+    ///   - now: The loop's now.
+    package func heldBackDate(for error: any Error, now: Date) -> Date? {
+        let notBefore = (error as? TransportError)?.notBefore ?? (error as? BrickError)?.notBefore
+        return notBefore.map { now.addingTimeInterval(heldBackDelay(until: $0).seconds) }
+    }
+
     /// Sends one request through the host's traffic policy and the transport, with nothing else of
     /// the session (no retries, no validation): what an offline queue's attempt is. A pause the
     /// server asked for is not waited out but refused (``TransportError/Kind/hostPaused`` with
