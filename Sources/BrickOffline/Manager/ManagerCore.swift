@@ -36,6 +36,8 @@ final class ManagerCore: Sendable {
         var loop: Task<Void, Never>?
         var watch: [Task<Void, Never>] = []
         var stopped = false
+        /// Closed by ``close()``: no more requests are taken.
+        var closed = false
         var running: [OfflineEntry.ID: Running] = [:]
         var completed = 0
         var outstanding = 0
@@ -52,6 +54,9 @@ final class ManagerCore: Sendable {
     let session: Session
     let settings = Lock(Settings())
     let events = EventBroadcaster<OfflineRequestEvent>()
+    /// Wakes ``waitUntilEmpty()`` after each outcome (its own stream: a subscription to ``events``
+    /// would take the backlog kept for the user's first subscriber).
+    private let settled = EventBroadcaster<Void>()
     /// The public manager, for the delegate's calls (set right after it is made).
     let ownerBox = Lock(WeakManager(nil))
     var owner: WeakManager { ownerBox.withLock { $0 } }
@@ -170,6 +175,9 @@ final class ManagerCore: Sendable {
     // MARK: - Queueing
 
     func queue(_ request: any OfflineRequest) async throws(BrickError) -> OfflineEntry.ID {
+        if state.withLock({ $0.closed }) {
+            throw BrickError(.invalidRequest, message: "offline request manager \(name) is closed; make a new one on its store to queue requests")
+        }
         await loadOutstanding()
         let data = try payload(request)
         let draft = OfflineEntry.Draft(queue: name, payload: data, createdAt: now())
@@ -215,6 +223,7 @@ final class ManagerCore: Sendable {
         state.withLock { $0.outstanding = max(0, $0.outstanding + replacementDrafts.count - ids.count) }
         updateProgress()
         start()
+        settled.emit(())
     }
 
     func clearAll() async throws(BrickError) {
@@ -229,6 +238,7 @@ final class ManagerCore: Sendable {
         abandoned.forEach { $0.cancel() }
         try await storeCall { store, queue in try await store.removeAll(queue: queue) }
         updateProgress()
+        settled.emit(())
     }
 
     func clearStale(olderThan age: Duration) async throws(BrickError) {
@@ -238,6 +248,7 @@ final class ManagerCore: Sendable {
         try await storeCall { store, _ in try await store.setAside(stale.map(\.id), reason: "stale", now: self.now()) }
         state.withLock { $0.outstanding = max(0, $0.outstanding - stale.count) }
         updateProgress()
+        settled.emit(())
     }
 
     /// Reads the store's count into `outstanding` once, before this process adds anything (every
@@ -286,6 +297,25 @@ final class ManagerCore: Sendable {
         signal.wake()
     }
 
+    /// Returns once no request is outstanding (dead letters aside), when the manager is closed,
+    /// or when the calling task is cancelled.
+    func waitUntilEmpty() async {
+        // Subscribed before counting: an outcome between the two is not missed.
+        let outcomes = settled.stream()
+        var iterator = outcomes.makeAsyncIterator()
+        while !Task.isCancelled {
+            guard let count = try? await store.count(queue: name), count > 0 else { return }
+            guard await iterator.next() != nil else { return }
+        }
+    }
+
+    /// Stops taking requests and ends the event streams (each subscriber gets what was emitted
+    /// before, then the end); attempts under way run to their end.
+    func close() {
+        state.withLock { $0.closed = true }
+        shutdown()
+    }
+
     func shutdown() {
         let tasks = state.withLock { state in
             state.stopped = true
@@ -294,6 +324,7 @@ final class ManagerCore: Sendable {
         tasks.forEach { $0.cancel() }
         signal.stop()
         events.finish()
+        settled.finish()
     }
 
     private var isStopped: Bool { state.withLock { $0.stopped } || Task.isCancelled }
@@ -371,6 +402,7 @@ final class ManagerCore: Sendable {
             }
             finishOutstanding()
             events.emit(.failed(entry.id, error: reason))
+            settled.emit(())
             return
         }
         let delegate = settings.withLock { $0.delegate.value }
@@ -452,6 +484,7 @@ final class ManagerCore: Sendable {
             finishOutstanding()
             if let delegate, let manager { delegate.offlineRequestManager(manager, didFinish: request) }
             events.emit(.finished(id))
+            settled.emit(())
         case .keep(let later, let reason):
             await leasedWrite("keep a request for later", id) { store in
                 try await store.reschedule(id, lease: lease, notBefore: later, attempt: record(reason), countsAttempt: false)
@@ -459,6 +492,7 @@ final class ManagerCore: Sendable {
             state.withLock { $0.running[id] = nil }
             updateProgress()
             events.emit(.kept(id, error: reason))
+            settled.emit(())
         case .again(let reason):
             await leasedWrite("attempt a request again", id) { store in
                 try await store.reschedule(id, lease: lease, notBefore: self.now(), attempt: record(reason), countsAttempt: true)
@@ -475,6 +509,7 @@ final class ManagerCore: Sendable {
                 delegate.offlineRequestManager(manager, didFail: request, with: error)
             }
             events.emit(.failed(id, error: reason))
+            settled.emit(())
         }
         wake()
     }

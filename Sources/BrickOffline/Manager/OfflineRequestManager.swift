@@ -157,6 +157,31 @@ public final class OfflineRequestManager: Sendable {
         core.start()
     }
 
+    /// Returns once no request is outstanding (dead letters aside), when the manager is closed, or
+    /// when the calling task is cancelled: for command-line tools and tests. Events emitted by
+    /// then are in every subscriber's ``events`` stream; ``close()`` ends those streams.
+    public func waitUntilEmpty() async {
+        core.wake()
+        await core.waitUntilEmpty()
+    }
+
+    /// Stops taking requests and ends every ``events`` stream (a `for await` loop over one gets
+    /// every event emitted before, then leaves the loop); attempts under way run to their end.
+    /// A closed manager refuses new requests (``BrickError/Code/invalidRequest``); what is stored
+    /// stays for the next manager on the store.
+    ///
+    /// ```swift
+    /// let events = manager.events
+    /// let printer = Task { for await event in events { print(event) } }
+    /// try await manager.queueRequest(UploadPhoto(path: path))
+    /// await manager.waitUntilEmpty()
+    /// manager.close()
+    /// await printer.value
+    /// ```
+    public func close() {
+        core.close()
+    }
+
     /// The overall progress, 0 to 1 (1 when idle).
     public var progress: Double { core.currentProgress }
 

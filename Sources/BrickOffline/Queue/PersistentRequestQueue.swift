@@ -254,8 +254,31 @@ public final class PersistentRequestQueue: Sendable {
         await core.stopProcessing(gracePeriod: gracePeriod)
     }
 
+    /// Stops processing and ends the queue's streams: the attempts under way finish (or are
+    /// handed back after `gracePeriod`, as ``stopProcessing(gracePeriod:)`` does), then every
+    /// ``events`` and ``counts`` stream ends — a `for await` loop over one gets every event emitted
+    /// before, then leaves the loop. A closed queue refuses new entries
+    /// (``BrickError/Code/invalidRequest``); what is stored stays for the next queue on the store.
+    ///
+    /// The end of a command-line tool:
+    ///
+    /// ```swift
+    /// let events = queue.events                       // subscribed before anything is added
+    /// let printer = Task { for await event in events { print(event) } }
+    /// try await queue.add(RecordSale(amount: 12))
+    /// await queue.waitUntilEmpty()
+    /// await queue.close()                             // ends `events`: the loop finishes
+    /// await printer.value                             // every event was printed
+    /// ```
+    ///
+    /// - Parameter gracePeriod: How long attempts under way may still run. Default 10 s.
+    public func close(gracePeriod: Duration = .seconds(10)) async {
+        await core.close(gracePeriod: gracePeriod)
+    }
+
     /// Returns once no entry is pending (dead letters aside), or when the calling task is cancelled:
-    /// for command-line tools and tests.
+    /// for command-line tools and tests. ``events`` emitted by then are in every subscriber's
+    /// stream; ``close(gracePeriod:)`` ends those streams.
     /// Starts processing.
     public func waitUntilEmpty() async {
         core.start(ignoringPauses: false)

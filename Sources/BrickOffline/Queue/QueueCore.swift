@@ -25,6 +25,8 @@ final class QueueCore: Sendable {
         var loopTasks: [Task<Void, Never>] = []
         var ignorePauses = false
         var stopped = false
+        /// Closed by ``close(gracePeriod:)``: no more entries are taken.
+        var closed = false
         var running: [OfflineEntry.ID: Running] = [:]
         /// Callers of `stopProcessing` waiting for the running attempts to end.
         var idleWaiters: [CheckedContinuation<Void, Never>] = []
@@ -105,6 +107,9 @@ final class QueueCore: Sendable {
         options: PersistentRequestQueue.EntryOptions,
         completion: Completion?
     ) async throws(BrickError) -> OfflineEntry.ID {
+        if state.withLock({ $0.closed }) {
+            throw BrickError(.invalidRequest, message: "offline queue \(name) is closed; open a new queue on its store to add entries")
+        }
         let draft = try draft(request, options: options)
         let dedupe = options.dedupe
         let ids = try await storeCall { store, _ in try await store.add([draft], dedupe: dedupe) }
@@ -156,6 +161,14 @@ final class QueueCore: Sendable {
         waiters.forEach { $0.resume() }
         counts.forEach { $0.finish() }
         events.finish()
+    }
+
+    /// Stops processing (as ``stopProcessing(gracePeriod:)``), then ends every `events` and `counts`
+    /// stream (each subscriber gets what was emitted before, then the end) and refuses new entries.
+    func close(gracePeriod: Duration) async {
+        state.withLock { $0.closed = true }
+        await stopProcessing(gracePeriod: gracePeriod)
+        shutdown()
     }
 
     /// Stops taking entries; lets the running attempts finish for up to `gracePeriod` (real time),
