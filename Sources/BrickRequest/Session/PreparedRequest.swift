@@ -21,7 +21,7 @@ struct PreparedRequest: Sendable {
 
     @usableFromInline
     init(_ request: some RequestType) {
-        let session = request.session.resolved
+        let (session, imposedCache) = request.session.resolvedWithCaches
         self.session = session
         do {
             rendered = .success(try RequestRenderer.render(request, session: session, startsRequest: true))
@@ -31,7 +31,9 @@ struct PreparedRequest: Sendable {
         validation = request.responseValidation
         retry = request.autoRetryConfiguration
         authenticator = request.requestAuthenticator
-        caching = request.responseCaching
+        var caching = request.responseCaching
+        if let imposedCache { caching?.cache = imposedCache }  // a test's replacement: never the app's cache
+        self.caching = caching
     }
 }
 

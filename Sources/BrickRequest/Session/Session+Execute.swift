@@ -250,14 +250,15 @@ extension Session {
         if logsRequests {
             logger.debug(
                 "request started",
-                metadata: ["method": "\(request.method)", "url": "\(request.urlString)"]
+                metadata: ["method": "\(request.method)", "url": "\(request.loggedURL)"]
             )
         }
         for monitor in eventMonitors { monitor.requestDidStart(request) }
     }
 
     private func report(renderError error: BrickError) {
-        logger.warning("request could not be rendered", metadata: ["error": "\(error)"])
+        // The caller gets the error; a library logs it only for those who ask (debug).
+        logger.debug("request could not be rendered", metadata: ["error": "\(error)"])
         for monitor in eventMonitors { monitor.requestDidFailToRender(error) }
     }
 
@@ -286,13 +287,14 @@ extension Session {
                 if logsRequests {
                     logger.debug(
                         "request held back by the host's traffic policy",
-                        metadata: ["method": "\(request.method)", "url": "\(request.urlString)", "error": "\(error)"]
+                        metadata: ["method": "\(request.method)", "url": "\(request.loggedURL)", "error": "\(error)"]
                     )
                 }
-            } else if brickError.code != .cancelled {
-                logger.warning(
+            } else if brickError.code != .cancelled, logsRequests {
+                // The caller gets the error; a library logs it only for those who ask (debug).
+                logger.debug(
                     "request failed",
-                    metadata: ["method": "\(request.method)", "url": "\(request.urlString)", "error": "\(error)"]
+                    metadata: ["method": "\(request.method)", "url": "\(request.loggedURL)", "error": "\(error)"]
                 )
             }
             return .failed(brickError, request: request, retryCount: retries)
@@ -301,7 +303,7 @@ extension Session {
                 logger.debug(
                     "request finished",
                     metadata: [
-                        "method": "\(request.method)", "url": "\(request.urlString)",
+                        "method": "\(request.method)", "url": "\(request.loggedURL)",
                         "status": "\(response.status.code)",
                     ]
                 )

@@ -3,8 +3,14 @@ import Synchronization
 /// Task-scoped replacement of a session: how a test points endpoints whose session comes from a
 /// brick (`var session: Session { .api }`) at a stub.
 extension Session {
+    /// A replacement in force: the session, and whether endpoints keep caches of their own.
+    private struct Replacement: Sendable {
+        let session: Session
+        let keepsEndpointCaches: Bool
+    }
+
     /// Replacements in force in the current task: a session's identity → its replacement.
-    @TaskLocal private static var replacements: [ObjectIdentifier: Session] = [:]
+    @TaskLocal private static var replacements: [ObjectIdentifier: Replacement] = [:]
 
     /// How many `withReplacement` scopes are open in the process: while none is, requests skip
     /// reading the task-local table (the common case costs one relaxed atomic load).
@@ -15,6 +21,11 @@ extension Session {
     /// creates with `Task { }` (which inherit task-locals), by `resume()` as well as by `response()`
     /// and `value`. Other sessions are untouched, and other tasks — tests running in parallel — do
     /// not see the replacement. Scopes nest; the innermost replacement of a session wins.
+    ///
+    /// Caching endpoints (``CachedResponseType``) use the replacement's
+    /// ``Configuration/responseCache`` in the scope, even one that names a cache of its own (a
+    /// `SQLiteResponseCache` on disk): a stubbed response must not become what the app later
+    /// serves offline. Pass `keepingEndpointCaches: true` to test an endpoint's own cache.
     ///
     /// ```swift
     /// @Test func showsTheUser() async throws {
@@ -35,39 +46,55 @@ extension Session {
     ///
     /// - Parameters:
     ///   - replacement: The session to run this session's requests on.
+    ///   - keepingEndpointCaches: Whether endpoints that name a cache of their own keep using it.
+    ///     Default `false`: every caching endpoint uses the replacement's cache.
     ///   - operation: The code to run.
     /// - Returns: What `operation` returns.
     public func withReplacement<Result>(
         _ replacement: Session,
+        keepingEndpointCaches: Bool = false,
         isolation: isolated (any Actor)? = #isolation,
         operation: () async throws -> Result
     ) async rethrows -> Result {
         Self.openReplacementScopes.add(1, ordering: .relaxed)
         defer { Self.openReplacementScopes.subtract(1, ordering: .relaxed) }
         var table = Self.replacements
-        table[ObjectIdentifier(self)] = replacement
+        table[ObjectIdentifier(self)] = Replacement(session: replacement, keepsEndpointCaches: keepingEndpointCaches)
         return try await Self.$replacements.withValue(table, operation: operation, isolation: isolation)
     }
 
-    /// ``withReplacement(_:isolation:operation:)`` for synchronous code.
+    /// ``withReplacement(_:keepingEndpointCaches:isolation:operation:)`` for synchronous code.
     ///
     /// - Parameters:
     ///   - replacement: The session to run this session's requests on.
+    ///   - keepingEndpointCaches: Whether endpoints that name a cache of their own keep using it.
     ///   - operation: The code to run.
     /// - Returns: What `operation` returns.
-    public func withReplacement<Result>(_ replacement: Session, operation: () throws -> Result) rethrows -> Result {
+    public func withReplacement<Result>(
+        _ replacement: Session,
+        keepingEndpointCaches: Bool = false,
+        operation: () throws -> Result
+    ) rethrows -> Result {
         Self.openReplacementScopes.add(1, ordering: .relaxed)
         defer { Self.openReplacementScopes.subtract(1, ordering: .relaxed) }
         var table = Self.replacements
-        table[ObjectIdentifier(self)] = replacement
+        table[ObjectIdentifier(self)] = Replacement(session: replacement, keepsEndpointCaches: keepingEndpointCaches)
         return try Self.$replacements.withValue(table, operation: operation)
     }
 
     /// The session that runs this session's requests in the current task: its replacement, if a
-    /// ``withReplacement(_:isolation:operation:)`` scope of this task names one; otherwise itself.
+    /// ``withReplacement(_:keepingEndpointCaches:isolation:operation:)`` scope of this task names
+    /// one; otherwise itself.
     @usableFromInline
-    var resolved: Session {
-        guard Self.openReplacementScopes.load(ordering: .relaxed) > 0 else { return self }
-        return Self.replacements[ObjectIdentifier(self)] ?? self
+    var resolved: Session { resolvedWithCaches.session }
+
+    /// ``resolved``, and the cache every caching endpoint must use instead of its own (the
+    /// replacement's, unless the scope keeps endpoint caches).
+    var resolvedWithCaches: (session: Session, imposedCache: (any ResponseCache)?) {
+        guard Self.openReplacementScopes.load(ordering: .relaxed) > 0,
+            let replacement = Self.replacements[ObjectIdentifier(self)]
+        else { return (self, nil) }
+        let session = replacement.session
+        return (session, replacement.keepsEndpointCaches ? nil : session.configuration.responseCache)
     }
 }

@@ -91,7 +91,7 @@ extension Session {
                 if engine.retryCount > 0 || !engine.lastReason.isEmpty {
                     logger.debug(
                         "retry engine delivers",
-                        metadata: ["url": "\(request.urlString)", "reason": "\(engine.lastReason)"]
+                        metadata: ["url": "\(request.loggedURL)", "reason": "\(engine.lastReason)"]
                     )
                 }
                 return result
@@ -103,7 +103,7 @@ extension Session {
                 guard lifecycle.retrying(engine.retryCount) else { continue }
                 logger.debug(
                     "retrying after a delay",
-                    metadata: ["url": "\(request.urlString)", "delay": "\(delay)", "reason": "\(engine.lastReason)"]
+                    metadata: ["url": "\(request.loggedURL)", "delay": "\(delay)", "reason": "\(engine.lastReason)"]
                 )
                 let clock = self.clock
                 let sleeper = Task { try await clock.sleep(delay) }
@@ -111,7 +111,7 @@ extension Session {
                 _ = await sleeper.result
             case .park:
                 guard lifecycle.parked() else { continue }
-                logger.debug("parked until the network returns", metadata: ["url": "\(request.urlString)"])
+                logger.debug("parked until the network returns", metadata: ["url": "\(request.loggedURL)"])
                 let reachability = self.reachability
                 let parker = Task { await Self.waitUntilReachable(host, reachability) }
                 lifecycle.attach(TransportTask { parker.cancel() })
@@ -148,7 +148,7 @@ extension Session {
     ) -> Result<TransportResponse, TransportError> {
         logger.debug(
             "retry not made: the host's retry budget is spent",
-            metadata: ["url": "\(request.urlString)"]
+            metadata: ["url": "\(request.loggedURL)"]
         )
         return result
     }

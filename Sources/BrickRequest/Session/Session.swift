@@ -18,7 +18,19 @@ public final class Session: Sendable {
     public let configuration: Configuration
     /// The transport that sends the requests.
     public let transport: any Transport
-    /// Where request events are logged (`debug` for each request, `warning` for failures).
+    /// Where the session logs, following swift-log's rules for libraries: nothing above `info` in
+    /// normal operation. `debug`: each request's start, end and failure (URLs without their query),
+    /// retries, held-back requests; `info`: traffic control's changes of a host (paused, breaker
+    /// opened…); `warning`: a response cache that cannot read or write, `resume()` on a request that
+    /// already ran. Failures reach the caller as errors; the log only adds detail for those who ask.
+    ///
+    /// A `Logger` is a value: give the session the one you want, with its level.
+    ///
+    /// ```swift
+    /// var logger = Logger(label: "app.api")
+    /// logger.logLevel = .debug                      // every request; `.warning` quiets the rest
+    /// let session = Session(logger: logger)
+    /// ```
     ///
     /// Its level is read once, when the session is created (log handlers are values, so it cannot
     /// change afterwards without a new `Logger`): asking the handler on every request costs more

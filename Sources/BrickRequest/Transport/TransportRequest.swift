@@ -233,6 +233,13 @@ public struct TransportRequest: Sendable {
         return url
     }
 
+    /// The URL as logs show it: without its query, which may carry secrets (tokens, signatures).
+    package var loggedURL: String {
+        let url = urlString
+        guard let question = url.utf8.firstIndex(of: UInt8(ascii: "?")) else { return url }
+        return String(url[..<question])
+    }
+
     /// The destination as traffic control keys it: the authority (`host[:port]`), lowercased.
     package var trafficKey: String {
         switch storage.value.target {

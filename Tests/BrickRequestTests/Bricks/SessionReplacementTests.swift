@@ -41,12 +41,42 @@ final class UnansweredPost: Component, POSTRequestType, NonAutoRetryType {
     }
 }
 
+/// The app's own cache, on disk in a real app: an endpoint that names it.
+enum AppCache {
+    static let cache = InMemoryResponseCache()
+}
+
+final class CachedUser: Component, GETRequestType, UnreachableSessionRequestType, NonAutoRetryType, CachedResponseType,
+    StringResponseType
+{
+    var urlString: String { "https://api.example.com/users" }
+    var responseCache: any ResponseCache { AppCache.cache }
+}
+
 @Suite("Session replacement, resume() without a response brick, runningRequests and cancelAll", .timeLimit(.minutes(2)))
 struct SessionReplacementTests {
     static func stub(answering body: String) -> StubTransport {
         let stub = StubTransport()
         stub.stub(.get, "/users", StubResponse(body: Data(body.utf8)))
         return stub
+    }
+
+    @Test("inside a replacement, an endpoint that names its own cache uses the replacement's; unless asked to keep it")
+    func replacementCache() async throws {
+        let stub = StubTransport()
+        stub.stub(.get, "/users", StubResponse(headers: [.cacheControl: "max-age=600"], body: Data("Ada".utf8)))
+        let replacement = Session.testing(stub)
+        let user = try await Unreachable.session.withReplacement(replacement) { try await CachedUser().value }
+        #expect(user == "Ada")
+        #expect(AppCache.cache.count == 0)  // the stubbed answer never reached the app's cache
+        let key = CacheKey(method: "GET", url: "https://api.example.com/users")
+        #expect(try replacement.configuration.responseCache.cachedResponses(for: key).count == 1)
+        // Asked to keep endpoint caches: the endpoint's own is used (to test it).
+        _ = try await Unreachable.session.withReplacement(.testing(stub), keepingEndpointCaches: true) {
+            try await CachedUser().value
+        }
+        #expect(AppCache.cache.count == 1)
+        AppCache.cache.removeAll()
     }
 
     @Test("async: inside withReplacement the brick's session runs on the stub; outside, on its own")
