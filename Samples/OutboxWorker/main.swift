@@ -20,7 +20,7 @@ import UnixSignals
 final class NotifyPartner: Component, POSTRequestType, JSONBodyRequestType {
     let urlString: String
     let order: Int64
-    var jsonBody: (any Encodable & Sendable)? { ["order": order] }
+    var jsonBody: [String: Int64]? { ["order": order] }
 
     init(url: String, order: Int64) {
         self.urlString = url

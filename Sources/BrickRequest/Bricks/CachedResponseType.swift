@@ -26,9 +26,13 @@
 public protocol CachedResponseType: ResponseType {
     /// How the cache is used. Default ``CachePolicy/http``.
     var cachePolicy: CachePolicy { get }
+    /// The type of ``responseCache``, inferred from your declaration (`var responseCache:
+    /// SQLiteResponseCache { … }`): any other spelling — `any ResponseCache`, an optional — does
+    /// not compile, rather than being silently ignored. Default ``SessionResponseCache``.
+    associatedtype ResponseCacheType: ResponseCache = SessionResponseCache
     /// Where responses are kept. Default the session's, ``Session/Configuration/responseCache`` (its
-    /// replacement's, inside ``Session/withReplacement(_:isolation:operation:)``).
-    var responseCache: any ResponseCache { get }
+    /// replacement's, inside ``Session/withReplacement(_:keepingEndpointCaches:isolation:operation:)``).
+    var responseCache: ResponseCacheType { get }
     /// Whether responses to requests that carry credentials (`Authorization`, or an
     /// ``AuthenticatedRequestType``'s) are stored even when the response does not say `public`,
     /// `s-maxage` or `must-revalidate`. Default `false`: a cache shared by users of one process
@@ -39,13 +43,54 @@ public protocol CachedResponseType: ResponseType {
 extension CachedResponseType {
     /// ``CachePolicy/http``.
     public var cachePolicy: CachePolicy { .http }
-    /// The session's cache.
-    public var responseCache: any ResponseCache { session.resolved.configuration.responseCache }
     /// `false`.
     public var cachesAuthorizedResponses: Bool { false }
     /// From ``cachePolicy``, ``responseCache`` and ``cachesAuthorizedResponses``.
     public var responseCaching: ResponseCaching? {
-        ResponseCaching(policy: cachePolicy, cache: responseCache, storesAuthorizedResponses: cachesAuthorizedResponses)
+        // The session's own cache unwrapped: no forwarding on the request path.
+        let cache: any ResponseCache = (responseCache as? SessionResponseCache)?.cache ?? responseCache
+        return ResponseCaching(policy: cachePolicy, cache: cache, storesAuthorizedResponses: cachesAuthorizedResponses)
+    }
+}
+
+extension CachedResponseType where ResponseCacheType == SessionResponseCache {
+    /// The session's cache.
+    public var responseCache: SessionResponseCache {
+        SessionResponseCache(session.resolved.configuration.responseCache)
+    }
+}
+
+/// The ``CachedResponseType/ResponseCacheType`` of an endpoint that names no cache: its session's
+/// ``Session/Configuration/responseCache``, which it forwards to.
+public struct SessionResponseCache: ResponseCache {
+    /// The session's cache.
+    public let cache: any ResponseCache
+
+    /// Forwards to `cache`.
+    ///
+    /// - Parameter cache: The session's cache.
+    public init(_ cache: any ResponseCache) {
+        self.cache = cache
+    }
+
+    /// The session cache's entries for `key`.
+    public func cachedResponses(for key: CacheKey) throws(BrickError) -> [CachedResponse] {
+        try cache.cachedResponses(for: key)
+    }
+
+    /// Stores `response` in the session's cache.
+    public func store(_ response: CachedResponse) throws(BrickError) {
+        try cache.store(response)
+    }
+
+    /// Removes the session cache's entries for `key`.
+    public func removeCachedResponses(for key: CacheKey) throws(BrickError) {
+        try cache.removeCachedResponses(for: key)
+    }
+
+    /// Empties the session's cache.
+    public func removeAll() throws(BrickError) {
+        try cache.removeAll()
     }
 }
 

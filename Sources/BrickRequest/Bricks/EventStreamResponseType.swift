@@ -17,7 +17,7 @@ import Synchronization
 ///     let prompt: String
 ///     var urlString: String { "https://api.example.com/v1/completions" }
 ///     var headers: [String: String] { ["Accept": "text/event-stream"] }
-///     var jsonBody: (any Encodable & Sendable)? { Prompt(prompt: prompt) }
+///     var jsonBody: Prompt? { Prompt(prompt: prompt) }
 ///     init(prompt: String) {
 ///         self.prompt = prompt
 ///         super.init()

@@ -17,8 +17,14 @@ public protocol RequestType: AnyObject {
     var timeout: Duration? { get }
     /// How parameters are encoded. Default ``ParameterEncoding/automatic``.
     var parameterEncoding: ParameterEncoding { get }
-    /// The JSON body for ``ParameterEncoding/json``; `nil` sends the text parameters as a JSON object.
-    var jsonBody: (any Encodable & Sendable)? { get }
+    /// The type of ``jsonBody``, inferred from your declaration: `var jsonBody: NewTodo? { … }`
+    /// makes it `NewTodo`, so a body of any `Encodable` type is used as declared (a requirement
+    /// typed `(any Encodable & Sendable)?` would silently ignore a property of another type).
+    /// Default ``NoJSONBody``: none.
+    associatedtype JSONBody: Encodable & Sendable = NoJSONBody
+    /// The JSON body for ``ParameterEncoding/json`` (declare it optional, of your body's type);
+    /// `nil` sends the text parameters as a JSON object.
+    var jsonBody: JSONBody? { get }
     /// Response validation, or `nil` for none. Default `nil`; ``ValidatedResponseType`` supplies one.
     var responseValidation: ResponseValidation? { get }
     /// The `Idempotency-Key` to send, or `nil` for none. Default `nil`; ``IdempotentRequestType``
@@ -55,8 +61,6 @@ extension RequestType {
     public var timeout: Duration? { nil }
     /// ``ParameterEncoding/automatic``.
     public var parameterEncoding: ParameterEncoding { .automatic }
-    /// None: text parameters become the JSON object.
-    public var jsonBody: (any Encodable & Sendable)? { nil }
     /// No validation.
     public var responseValidation: ResponseValidation? { nil }
     /// No key.
@@ -72,3 +76,11 @@ extension RequestType {
     /// No cache.
     public var responseCaching: ResponseCaching? { nil }
 }
+
+extension RequestType where JSONBody == NoJSONBody {
+    /// None: text parameters become the JSON object.
+    public var jsonBody: NoJSONBody? { nil }
+}
+
+/// The ``RequestType/JSONBody`` of a request that declares no ``RequestType/jsonBody``: never sent.
+public struct NoJSONBody: Encodable, Sendable, Hashable {}

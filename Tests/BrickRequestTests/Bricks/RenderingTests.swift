@@ -43,7 +43,7 @@ struct NotePayload: Encodable, Sendable {
 final class PutNoteJSON: Component, PUTRequestType, JSONBodyRequestType, JSONResponseType {
     let session: Session
     var urlString: String { "https://api.example.com/notes/9" }
-    var jsonBody: (any Encodable & Sendable)? { NotePayload(title: "Hi \"there\"", pinned: true) }
+    var jsonBody: NotePayload? { NotePayload(title: "Hi \"there\"", pinned: true) }
     init(session: Session) {
         self.session = session
         super.init()

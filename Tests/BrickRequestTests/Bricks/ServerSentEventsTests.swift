@@ -40,7 +40,7 @@ final class Completions: Component, POSTRequestType, JSONBodyRequestType, Valida
     let origin: String
     var urlString: String { origin + "/sse/3" }
     var headers: [String: String] { ["Accept": "text/event-stream"] }
-    var jsonBody: (any Encodable & Sendable)? { Prompt(prompt: prompt) }
+    var jsonBody: Prompt? { Prompt(prompt: prompt) }
     init(prompt: String, origin: String) {
         self.prompt = prompt
         self.origin = origin

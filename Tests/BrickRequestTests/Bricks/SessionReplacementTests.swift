@@ -50,7 +50,7 @@ final class CachedUser: Component, GETRequestType, UnreachableSessionRequestType
     StringResponseType
 {
     var urlString: String { "https://api.example.com/users" }
-    var responseCache: any ResponseCache { AppCache.cache }
+    var responseCache: InMemoryResponseCache { AppCache.cache }
 }
 
 @Suite("Session replacement, resume() without a response brick, runningRequests and cancelAll", .timeLimit(.minutes(2)))
