@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 
 /// A clock whose time moves only when a test calls ``advance(by:)``.
@@ -5,6 +6,12 @@ import Synchronization
 /// Code under test sleeps on it (`try await clock.sleep(for: .seconds(5))`) and the test advances
 /// it; nothing waits for real time. Sleepers and scheduled actions whose deadline is reached run in
 /// deadline order.
+///
+/// A sleep that nobody ends is a test that hangs: when a sleeper has waited ``stallReport`` of real
+/// time (30 s by default) without the clock reaching its deadline, the clock writes to standard
+/// error what waits and for what, so the test's time limit fails with the reason beside it
+/// ("nobody advanced the clock"). `Session.testing(stub)` without a clock uses an
+/// ``ImmediateClock`` instead, whose sleeps return at once.
 public final class ManualClock: Clock, Sendable {
     /// A point on a ``ManualClock``: the time advanced since the clock was created.
     public struct Instant: InstantProtocol, Sendable, Hashable, Comparable {
@@ -37,9 +44,25 @@ public final class ManualClock: Clock, Sendable {
     }
 
     private let state = Lock(State())
+    /// How long a sleeper waits, in real time, before the clock reports that nobody advances it.
+    public let stallReport: Duration
 
     /// Creates a clock at offset zero.
-    public init() {}
+    ///
+    /// - Parameter stallReport: How long a sleeper may wait in real time before the clock writes to
+    ///   standard error that nobody advanced it. Default 30 s.
+    public init(stallReport: Duration = .seconds(30)) {
+        self.stallReport = stallReport
+        self.report = { message in _ = message.withCString { write(STDERR_FILENO, $0, strlen($0)) } }
+    }
+
+    /// A clock whose stall reports go to `report` instead of standard error (for its own tests).
+    package init(stallReport: Duration, report: @escaping @Sendable (String) -> Void) {
+        self.stallReport = stallReport
+        self.report = report
+    }
+
+    private let report: @Sendable (String) -> Void
 
     /// The current instant.
     public var now: Instant { state.withLock { $0.now } }
@@ -62,6 +85,18 @@ public final class ManualClock: Clock, Sendable {
             return state.nextID
         }
         let resumed = Lock(false)
+        let (report, start) = (stallReport, now)
+        // Cancelled when the sleep ends: if its own sleep ends first, the sleeper still waits.
+        let watchdog = Task.detached { [self] in
+            try await Task.sleep(for: report)
+            let message =
+                "ManualClock: a sleep until +\(deadline.offset) (slept at +\(start.offset)) has waited \(report) "
+                + "of real time and the clock is still at +\(self.now.offset): nobody advanced it. Call "
+                + "advance(by:) once the code under test waits (waiterCount > 0), or give the session an "
+                + "ImmediateClock (Session.testing(stub) does by default).\n"
+            self.report(message)
+        }
+        defer { watchdog.cancel() }
         await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
                 let resumeOnce: @Sendable () -> Void = {
