@@ -6,7 +6,9 @@
 ///
 /// - ``maxRetryCount`` is exact: 0 means one attempt and no retry.
 /// - Only idempotent methods retry (`GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS`, `TRACE`), and requests
-///   that carry an `Idempotency-Key` (``IdempotentRequestType``).
+///   that carry an `Idempotency-Key` (``IdempotentRequestType``) — with one exception: any request,
+///   a `POST` included, is retried after a failure that sent nothing (the connection was refused or
+///   never made, no route, no name), since the server cannot have acted on it.
 /// - ``enableBackgroundRetry``: a failure of the offline class parks the request, spending no attempt,
 ///   until the destination is reachable again; `false` makes offline failures spend attempts.
 /// - ``failWhenNotReachable``: fail at once, without sending, when the destination has no route.
