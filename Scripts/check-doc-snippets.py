@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Type-checks every Swift snippet of the DocC articles against the built modules, so that a doc
-that drifts from the API fails CI.
+"""Type-checks every Swift snippet of the DocC articles and of the README against the built modules,
+so that a doc that drifts from the API fails CI.
 
     Scripts/check-doc-snippets.py [--build-dir .build/debug]
 
@@ -12,7 +12,8 @@ article build on each other: a type declared in one is used in the next), after
 preceded by `<!-- snippet: skip: reason -->` is not compiled (say why); one preceded by
 `<!-- snippet: alone -->` is compiled by itself, after the prelude; one preceded by
 `<!-- snippet: member -->` is a member of an endpoint (`var autoRetryConfiguration …`), compiled
-inside a GET endpoint of its own.
+inside a GET endpoint of its own. The README's snippets each stand for a section of their own: each
+is compiled alone, unless marked `<!-- snippet: continues -->` (appended to the one before).
 """
 import argparse
 import glob
@@ -80,6 +81,7 @@ def main():
     if built.returncode != 0:
         sys.exit(f"the prelude does not build:\n{built.stderr}")
     articles = sorted(glob.glob(os.path.join(ROOT, "Sources", "*", "Docs.docc", "*.md")))
+    articles.append(os.path.join(ROOT, "README.md"))
     failed = checked = skipped = 0
     for article in articles:
         name = os.path.relpath(article, ROOT)
@@ -91,7 +93,11 @@ def main():
                 skipped += 1
                 continue
             checked += 1
-            if mark == "alone":
+            if mark == "continues" and alone:
+                previous, start = alone[-1]
+                alone[-1] = (previous + code, start)
+                continue
+            if mark == "alone" or name == "README.md":
                 alone.append((code, line))
                 continue
             if mark == "member":
@@ -108,7 +114,7 @@ def main():
             span = [(header.count("\n") + 1, header.count("\n") + 1 + code.count("\n"), name, line)]
             if not compile_source(name, header + code, flags, prelude_dir, span):
                 failed += 1
-    print(f"doc snippets: {checked} checked in {len(articles)} articles, {skipped} skipped, {failed} failing")
+    print(f"doc snippets: {checked} checked in {len(articles) - 1} articles and the README, {skipped} skipped, {failed} failing")
     sys.exit(1 if failed else 0)
 
 

@@ -5,6 +5,7 @@
 @_exported import BrickTesting
 @_exported import Foundation
 @_exported import Logging
+@_exported import Testing
 
 extension Session {
     /// The README's API session.
@@ -98,6 +99,16 @@ public final class NotifyPartner: Component, POSTRequestType, APISessionRequestT
     public init(order: Int) {
         var parameters = ParameterBuilder()
         parameters.add(TextParameter(value: order, name: "order"))
+        super.init(parameterBuilder: parameters)
+    }
+}
+
+/// An endpoint the manager's example request sends.
+public final class SendPing: Component, POSTRequestType, APISessionRequestType, DataResponseType {
+    public var urlString: String { "https://api.example.com/ping" }
+    public init(n: Int) {
+        var parameters = ParameterBuilder()
+        parameters.add(TextParameter(value: n, name: "n"))
         super.init(parameterBuilder: parameters)
     }
 }
