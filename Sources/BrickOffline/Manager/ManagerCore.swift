@@ -36,6 +36,8 @@ final class ManagerCore: Sendable {
         var loop: Task<Void, Never>?
         var watch: [Task<Void, Never>] = []
         var stopped = false
+        /// Outcomes whose store write and events are under way.
+        var settling = 0
         /// Closed by ``close()``: no more requests are taken.
         var closed = false
         var running: [OfflineEntry.ID: Running] = [:]
@@ -304,7 +306,11 @@ final class ManagerCore: Sendable {
         let outcomes = settled.stream()
         var iterator = outcomes.makeAsyncIterator()
         while !Task.isCancelled {
-            guard let count = try? await store.count(queue: name), count > 0 else { return }
+            // The count first, then the outcomes under way: an outcome that emptied the store
+            // counted itself as settling before its write.
+            let count = (try? await store.count(queue: name)) ?? 0
+            let settling = state.withLock { $0.settling }
+            guard count > 0 || settling > 0 else { return }
             guard await iterator.next() != nil else { return }
         }
     }
@@ -474,6 +480,13 @@ final class ManagerCore: Sendable {
                 } ?? false)
         }
         let record = { @Sendable (error: String) in OfflineEntry.AttemptRecord(date: self.now(), status: nil, error: error) }
+        // Until its events are out, an outcome is not settled: `waitUntilEmpty` must not return
+        // between the store's write and the event (a subscriber would miss it after `close()`).
+        state.withLock { $0.settling += 1 }
+        defer {
+            state.withLock { $0.settling -= 1 }
+            settled.emit(())
+        }
         switch decision {
         case .finished:
             await leasedWrite("remove a finished request", id) { store in try await store.complete(id, lease: lease) }
@@ -484,7 +497,6 @@ final class ManagerCore: Sendable {
             finishOutstanding()
             if let delegate, let manager { delegate.offlineRequestManager(manager, didFinish: request) }
             events.emit(.finished(id))
-            settled.emit(())
         case .keep(let later, let reason):
             await leasedWrite("keep a request for later", id) { store in
                 try await store.reschedule(id, lease: lease, notBefore: later, attempt: record(reason), countsAttempt: false)
@@ -492,7 +504,6 @@ final class ManagerCore: Sendable {
             state.withLock { $0.running[id] = nil }
             updateProgress()
             events.emit(.kept(id, error: reason))
-            settled.emit(())
         case .again(let reason):
             await leasedWrite("attempt a request again", id) { store in
                 try await store.reschedule(id, lease: lease, notBefore: self.now(), attempt: record(reason), countsAttempt: true)
@@ -509,7 +520,6 @@ final class ManagerCore: Sendable {
                 delegate.offlineRequestManager(manager, didFail: request, with: error)
             }
             events.emit(.failed(id, error: reason))
-            settled.emit(())
         }
         wake()
     }

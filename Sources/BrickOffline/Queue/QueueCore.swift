@@ -25,6 +25,8 @@ final class QueueCore: Sendable {
         var loopTasks: [Task<Void, Never>] = []
         var ignorePauses = false
         var stopped = false
+        /// Outcomes whose store writes and events are under way.
+        var settling = 0
         /// Closed by ``close(gracePeriod:)``: no more entries are taken.
         var closed = false
         var running: [OfflineEntry.ID: Running] = [:]
@@ -421,6 +423,9 @@ final class QueueCore: Sendable {
         response: TransportResponse?
     ) async {
         guard let lease = currentLease(entry.id) ?? entry.lease?.token else { return }
+        // Until its event is out, an outcome is not settled: `waitUntilEmpty` must not return
+        // between the store's write and the event (a subscriber would miss it after `close`).
+        state.withLock { $0.settling += 1 }
         do {
             switch decision {
             case .delivered:
@@ -453,6 +458,7 @@ final class QueueCore: Sendable {
         } catch {
             report(storeFailure: error)
         }
+        state.withLock { $0.settling -= 1 }
         await publishCount()
     }
 
@@ -491,8 +497,11 @@ final class QueueCore: Sendable {
     func publishCount() async {
         guard isWatched, let count = try? await store.count(queue: name) else { return }
         let (subscribers, waiters) = state.withLock { state in
-            let waiters = count == 0 ? state.emptyWaiters : []
-            if count == 0 { state.emptyWaiters = [] }
+            // Empty only once no outcome is being written (read after the count: an outcome that
+            // emptied the store counted itself as settling before its write).
+            let empty = count == 0 && state.settling == 0
+            let waiters = empty ? state.emptyWaiters : []
+            if empty { state.emptyWaiters = [] }
             return (Array(state.countSubscribers.values), waiters)
         }
         subscribers.forEach { $0.yield(count) }
@@ -523,7 +532,7 @@ final class QueueCore: Sendable {
                 }
                 waiters.forEach { $0.resume() }
             }
-            if await currentCount() == 0 { return }
+            if await currentCount() == 0 && state.withLock({ $0.settling == 0 }) { return }
         }
     }
 
