@@ -31,10 +31,14 @@ enum LeaseKeeper {
                 guard let lease = token() else { return }
                 do {
                     if try await !store.extend(id, lease: lease, until: Date().addingTimeInterval(duration.seconds)) {
+                        if Task.isCancelled { return }  // the attempt ended and settled it meanwhile
                         report("the lease of \(id) was lost while its attempt ran")
                         return
                     }
                 } catch {
+                    // Cancelled with its attempt's end while an extension was under way: nothing
+                    // failed (the attempt's own write settles the lease).
+                    if Task.isCancelled { return }
                     report("cannot extend the lease of \(id): \(error)")
                 }
             }
