@@ -15,8 +15,17 @@ package struct SessionClock: Sendable {
     package let sleepUntilElapsed: @Sendable (Duration) async throws -> Void
 
     init<C: Clock>(_ clock: C) where C.Duration == Duration {
-        let origin = clock.now
         originDate = Date()
+        if clock is ContinuousClock {
+            // The default clock, read on every request by traffic control: closures on the
+            // concrete type (the generic ones go through witness tables, several times the cost).
+            let origin = ContinuousClock.now
+            sleep = { try await ContinuousClock().sleep(for: $0) }
+            elapsed = { origin.duration(to: .now) }
+            sleepUntilElapsed = { try await ContinuousClock().sleep(until: origin.advanced(by: $0), tolerance: nil) }
+            return
+        }
+        let origin = clock.now
         sleep = { try await clock.sleep(for: $0) }
         elapsed = { origin.duration(to: clock.now) }
         sleepUntilElapsed = { try await clock.sleep(until: origin.advanced(by: $0), tolerance: nil) }

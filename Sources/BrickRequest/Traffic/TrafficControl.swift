@@ -86,7 +86,7 @@ package final class TrafficControl: Sendable {
         var hosts: [String: HostSlot] = [:]
         /// The host of the last new attempt: most sessions talk to one host, and comparing a
         /// short key costs less than hashing it.
-        var recent: (key: String, slot: HostSlot)?
+        var recent: (key: [UInt8], slot: HostSlot)?
         /// Waiters for a slot that suspended, by number.
         var line: [UInt64: UnsafeContinuation<Bool, Never>] = [:]
         /// Waiters handed a slot before they suspended.
@@ -425,7 +425,7 @@ package final class TrafficControl: Sendable {
         state.lastSweep = now
         let idleTime = state.hosts.count >= Self.maximumHosts ? .zero : Self.idleTime
         state.hosts = state.hosts.filter { !$0.value.traffic.isIdle(at: now, for: idleTime) }
-        if let recent = state.recent, state.hosts[recent.key] !== recent.slot { state.recent = nil }
+        if let recent = state.recent, state.hosts[recent.slot.key] !== recent.slot { state.recent = nil }
     }
 
     /// The host's slot, made (with its policy) the first time the host is seen.
@@ -439,7 +439,7 @@ package final class TrafficControl: Sendable {
             slot = HostSlot(key: key, HostTraffic(policy: policy(forKey: key), at: now))
             state.hosts[key] = slot
         }
-        state.recent = (key, slot)
+        state.recent = (Array(key.utf8), slot)
         return slot
     }
 

@@ -262,24 +262,25 @@ public struct TransportRequest: Sendable {
         }
     }
 
-    /// Whether ``trafficKey`` is `key` (compared byte by byte, ASCII case ignored, without making
-    /// the key).
-    package func hasTrafficKey(_ key: String) -> Bool {
-        guard case .parsed(let isHTTPS, let authorityEnd) = storage.value.target else { return trafficKey == key }
-        var url = storage.value.urlString
-        var key = key
-        return url.withUTF8 { bytes in
-            key.withUTF8 { expected in
-                let start = isHTTPS ? 8 : 7
-                guard authorityEnd - start == expected.count else { return false }
+    /// Whether ``trafficKey``'s bytes are `key` (compared in place, ASCII case ignored, without
+    /// making the key).
+    package func hasTrafficKey(_ key: [UInt8]) -> Bool {
+        guard case .parsed(let isHTTPS, let authorityEnd) = storage.value.target else {
+            return Array(trafficKey.utf8) == key
+        }
+        let start = isHTTPS ? 8 : 7
+        guard authorityEnd - start == key.count else { return false }
+        let compared = storage.value.urlString.utf8.withContiguousStorageIfAvailable { bytes in
+            key.withUnsafeBufferPointer { expected in
                 for index in 0..<expected.count {
-                    var byte = bytes[start + index]
+                    var byte = bytes[start &+ index]
                     if byte &- UInt8(ascii: "A") < 26 { byte |= 0x20 }
                     if byte != expected[index] { return false }
                 }
                 return true
             }
         }
+        return compared ?? (Array(trafficKey.utf8) == key)
     }
 
     /// The host the request goes to (without port or IPv6 brackets), for reachability.
