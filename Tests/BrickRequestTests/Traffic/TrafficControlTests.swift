@@ -23,6 +23,31 @@ extension TrafficEvent.Kind {
     var isOpened: Bool { if case .circuitOpened = self { true } else { false } }
 }
 
+/// A transport that records when each attempt is handed to the real one.
+final class StartRecorder: Transport {
+    let inner: any Transport
+    private let starts = Lock<[ContinuousClock.Instant]>([])
+    var startTimes: [ContinuousClock.Instant] { starts.withLock { $0 } }
+    init(_ inner: any Transport) { self.inner = inner }
+
+    func start(
+        _ request: TransportRequest,
+        completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void
+    ) -> TransportTask {
+        starts.withLock { $0.append(.now) }
+        return inner.start(request, completion: completion)
+    }
+}
+
+/// Records when a session paused a host, on the continuous clock.
+final class PauseTimes: EventMonitor {
+    private let times = Lock<[ContinuousClock.Instant]>([])
+    var first: ContinuousClock.Instant? { times.withLock { $0.first } }
+    func trafficDidChange(_ event: TrafficEvent) {
+        if case .paused = event.kind { times.withLock { $0.append(.now) } }
+    }
+}
+
 /// Sends a request on a session with the callback API, as `resume()` users do, and awaits it.
 func viaCallback(_ request: Flaky) async -> Result<Data, BrickError> {
     await withCheckedContinuation { continuation in
@@ -73,6 +98,39 @@ struct TrafficControlTests {
         let early = arrivals.dropFirst().filter { limited.duration(to: $0) < .seconds(2) }
         #expect(early.isEmpty, "\(early.count) requests within the pause")
         #expect(recorder.count(where: \.isPaused) == 1)
+    }
+
+    @Test("200 calls at once, the first answered 429 Retry-After: 2: from the moment the client learns it, nothing is sent for 2 s; all succeed")
+    func simultaneousBurst() async throws {
+        let server = try await BrickTestServer.start()
+        defer { server.shutdown() }
+        let answered = Atomic(0)
+        server.route("/limited") { _ in
+            answered.add(1, ordering: .relaxed).oldValue == 0 ? .status(429, retryAfter: "2") : .ok("fine")
+        }
+        let pauses = PauseTimes()
+        let recorder = StartRecorder(CurlTransport())
+        let session = Session(transport: recorder, eventMonitors: [pauses])
+        let url = server.baseURL + "/limited"
+        let retry = AutoRetryConfiguration(breakTime: .milliseconds(10), maxRetryCount: 3)
+        let results = await withTaskGroup(of: Bool.self) { group in
+            for index in 0..<200 {
+                group.addTask {
+                    let call = Flaky(url, session: session, retry: retry)
+                    if index % 2 == 0 { return (try? await viaCallback(call).get()) == Data("fine".utf8) }
+                    return (try? await call.value) == Data("fine".utf8)
+                }
+            }
+            return await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(results.count == 200 && results.allSatisfy { $0 })
+        let learned = try #require(pauses.first)
+        // Requests already handed to the transport when the 429 arrived could not be recalled;
+        // none may start after the client learned of the pause and before its end.
+        let during = recorder.startTimes.filter { $0 > learned && learned.duration(to: $0) < .seconds(2) }
+        #expect(during.isEmpty, "\(during.count) attempts started during the pause")
+        let started = recorder.startTimes.count
+        print("simultaneous burst: \(started) attempts for 200 calls; \(recorder.startTimes.filter { $0 < learned }.count) sent before the 429 arrived, the rest after the pause")
     }
 
     @Test("a pause longer than a request may wait fails it at once with hostPaused and its date, unsent")
