@@ -63,16 +63,9 @@ extension Session {
         TransportResponse, TransportError
     > {
         let ticket: TrafficControl.Ticket
-        switch traffic.step(traffic.ticket(for: request, kind: kind)) {
-        case .proceed(let admitted):
-            ticket = admitted
-        case .refuse(let error):
-            return .failure(error)
-        case .wait(let waiting, let admission):
-            switch await traffic.admit(continuing: waiting, from: admission, lifecycle: lifecycle) {
-            case .success(let admitted): ticket = admitted
-            case .failure(let error): return .failure(error)
-            }
+        switch await traffic.admit(request, kind: kind, lifecycle: lifecycle) {
+        case .success(let admitted): ticket = admitted
+        case .failure(let error): return .failure(error)
         }
         let (transport, resuming, traffic) = (self.transport, self.resuming, self.traffic)
         return await withUnsafeContinuation {

@@ -130,24 +130,40 @@ extension Session {
         willStart(request)
         switch traffic.step(traffic.ticket(for: request, kind: .first)) {
         case .proceed(let ticket):
-            Exchange(session: self, prepared: prepared, request: request, lifecycle: lifecycle, ticket: ticket, handler: handler)
-                .start()
+            begin(.success(ticket), prepared, request: request, lifecycle: lifecycle, handler: handler)
         case .refuse(let error):
-            Exchange(session: self, prepared: prepared, request: request, lifecycle: lifecycle, ticket: .untracked, handler: handler)
-                .attemptDidEnd(.failure(error))
+            begin(.failure(error), prepared, request: request, lifecycle: lifecycle, handler: handler)
         case .wait(let ticket, let admission):
             // The host's policy makes the first attempt wait: in a task.
             let prepared = copy prepared
             Task { [self] in
-                switch await traffic.admit(continuing: ticket, from: admission, lifecycle: lifecycle) {
-                case .success(let admitted):
-                    Exchange(session: self, prepared: prepared, request: request, lifecycle: lifecycle, ticket: admitted, handler: handler)
-                        .start()
-                case .failure(let error):
-                    Exchange(session: self, prepared: prepared, request: request, lifecycle: lifecycle, ticket: .untracked, handler: handler)
-                        .attemptDidEnd(.failure(error))
-                }
+                let admitted = await traffic.admit(continuing: ticket, from: admission, lifecycle: lifecycle)
+                begin(admitted, prepared, request: request, lifecycle: lifecycle, handler: handler)
             }
+        }
+    }
+
+    /// The first attempt of a callback request, once the host's policy decided: started, or its
+    /// refusal delivered (through the same path as a transport failure).
+    private func begin(
+        _ admission: Result<TrafficControl.Ticket, TransportError>,
+        _ prepared: borrowing PreparedRequest,
+        request: TransportRequest,
+        lifecycle: RequestLifecycle,
+        handler: @escaping @Sendable (Outcome) -> Void
+    ) {
+        let ticket = (try? admission.get()) ?? .untracked
+        let exchange = Exchange(
+            session: self,
+            prepared: copy prepared,
+            request: request,
+            lifecycle: lifecycle,
+            ticket: ticket,
+            handler: handler
+        )
+        switch admission {
+        case .success: exchange.start()
+        case .failure(let error): exchange.attemptDidEnd(.failure(error))
         }
     }
 

@@ -58,7 +58,7 @@ extension Session {
         // it may be the dead one.
         var request = request
         let host = request.host
-        // An attempt after parking was not a retry the budget paid for.
+        // An attempt after parking is neither a first attempt nor a retry the budget paid for.
         var parkedLast = false
         while true {
             if lifecycle.isCancelled { return Self.cancelled(after: result) }
@@ -86,6 +86,10 @@ extension Session {
                 response: response
             )
             parkedLast = action == .park
+            // A retry (now or after a delay) must fit the host's retry budget.
+            if action != .deliver && action != .park, !traffic.allowsRetry(request) {
+                return overBudget(result, request: request)
+            }
             switch action {
             case .deliver:
                 if engine.retryCount > 0 || !engine.lastReason.isEmpty {
@@ -96,10 +100,8 @@ extension Session {
                 }
                 return result
             case .retry:
-                guard traffic.allowsRetry(request) else { return overBudget(result, request: request) }
                 guard lifecycle.retrying(engine.retryCount) else { continue }
             case .retryAfter(let delay):
-                guard traffic.allowsRetry(request) else { return overBudget(result, request: request) }
                 guard lifecycle.retrying(engine.retryCount) else { continue }
                 logger.debug(
                     "retrying after a delay",
@@ -133,7 +135,7 @@ extension Session {
             }
             lifecycle.running()
             do throws(BrickError) {
-                result = try await attempt(request, kind: parkedLast ? .first : .retry, prepared: prepared, lifecycle: lifecycle)
+                result = try await attempt(request, kind: parkedLast ? .replay : .retry, prepared: prepared, lifecycle: lifecycle)
             } catch {
                 request.options.resumingDownload?.discard()
                 throw error

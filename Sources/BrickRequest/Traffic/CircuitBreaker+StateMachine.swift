@@ -132,14 +132,6 @@ package struct CircuitBreaker: Sendable, Hashable {
         }
     }
 
-    /// Outcomes counted in the window ending at `now`: failures and all.
-    ///
-    /// - Parameter now: The time.
-    package func counted(at now: Duration) -> (failures: Int, total: Int) {
-        let failed = failures.total(at: now)
-        return (failed, failed + successes.total(at: now))
-    }
-
     private mutating func open(at now: Duration) -> Change {
         let until = now + policy.breakDuration
         state = .open(until: until)

@@ -20,7 +20,7 @@ package struct HostTraffic: Sendable {
         case first
         /// A retry (its budget was spent when the retry was decided).
         case retry
-        /// A replay that is neither (after a `401` refresh).
+        /// A replay that is neither (after a `401` refresh, or after waiting parked for the network).
         case replay
     }
 

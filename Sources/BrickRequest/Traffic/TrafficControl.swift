@@ -175,14 +175,14 @@ package final class TrafficControl: Sendable {
                 changes: &changes
             )
         }
-        if !changes.isEmpty { publish(changes, key: ticket.key, now: now) }
+        if !changes.isEmpty { publish(changes, key: ticket.key) }
         switch admission {
         case .proceed:
             return .proceed(ticket)
         case .wait, .queued:
             return .wait(ticket, admission)
         case .refuse(let refusal):
-            return .refuse(error(for: refusal, key: ticket.key, now: now))
+            return .refuse(error(for: refusal, key: ticket.key))
         }
     }
 
@@ -246,7 +246,7 @@ package final class TrafficControl: Sendable {
                     if Task.isCancelled { return .failure(abandon(&ticket)) }
                     let cap = state.withLock { _ in ticket.slot?.traffic.policy.maximumConcurrentRequests } ?? 0
                     _ = abandon(&ticket)
-                    return .failure(error(for: .concurrency(cap: cap), key: ticket.key, now: clock.elapsed()))
+                    return .failure(error(for: .concurrency(cap: cap), key: ticket.key))
                 }
                 ticket.progress.holdsSlot = true
             case .proceed, .refuse:
@@ -310,7 +310,7 @@ package final class TrafficControl: Sendable {
     /// Gives back what a ticket holds without an outcome (cancelled, or not sent after all).
     ///
     /// - Parameter ticket: The ticket; cleared.
-    package func release(_ ticket: inout Ticket) {
+    private func release(_ ticket: inout Ticket) {
         guard ticket.isTracked else { return }
         let now = clock.elapsed()
         var changes: [HostTraffic.Change] = []
@@ -320,7 +320,7 @@ package final class TrafficControl: Sendable {
         }
         ticket.progress = progress
         hand(handedTo)
-        publish(changes, key: ticket.key, now: now)
+        publish(changes, key: ticket.key)
     }
 
     // MARK: - Outcomes
@@ -357,7 +357,7 @@ package final class TrafficControl: Sendable {
             ticket.slot?.traffic.finished(observed, progress: ticket.progress, at: now, changes: &changes) ?? nil
         }
         hand(handedTo)
-        publish(changes, key: ticket.key, now: now)
+        publish(changes, key: ticket.key)
     }
 
     /// Whether the host's retry budget allows a retry of `request` (spending it when it does).
@@ -372,7 +372,7 @@ package final class TrafficControl: Sendable {
         let allowed = state.withLock { state -> Bool in
             slot(for: request, in: &state, at: now).traffic.spendRetry(at: now, changes: &changes)
         }
-        publish(changes, key: ticket.key, now: now)
+        publish(changes, key: ticket.key)
         return allowed
     }
 
@@ -401,7 +401,7 @@ package final class TrafficControl: Sendable {
     private func snapshot(_ host: HostTraffic, key: String, now: Duration) -> HostTrafficState {
         let circuit: HostTrafficState.Circuit
         switch host.breaker?.state {
-        case .open(let until)?: circuit = .open(until: date(of: until, now: now))
+        case .open(let until)?: circuit = .open(until: clock.date(at: until))
         case .halfOpen?: circuit = .halfOpen
         case .closed?, nil: circuit = .closed
         }
@@ -410,7 +410,7 @@ package final class TrafficControl: Sendable {
             policy: host.policy,
             rate: host.limiter.rate,
             isRateLowered: host.limiter.learned != nil,
-            pausedUntil: host.limiter.pause(at: now).map { date(of: $0, now: now) },
+            pausedUntil: host.limiter.pause(at: now).map { clock.date(at: $0) },
             circuit: circuit,
             retryBudgetLeft: host.budget?.left(at: now),
             inFlight: host.inFlight,
@@ -468,24 +468,18 @@ package final class TrafficControl: Sendable {
         continuation?.resume(returning: true)
     }
 
-    /// A point on the session clock as a date (the session's one conversion, shared with the
-    /// offline loops).
-    private func date(of time: Duration, now: Duration) -> Date {
-        clock.date(at: time)
-    }
-
-    private func error(for refusal: HostTraffic.Refusal, key: String, now: Duration) -> TransportError {
+    private func error(for refusal: HostTraffic.Refusal, key: String) -> TransportError {
         var error: TransportError
         switch refusal {
         case .paused(let until):
-            let date = date(of: until, now: now)
+            let date = clock.date(at: until)
             error = TransportError(
                 .hostPaused,
                 message: "\(key) asked every caller to wait until \(date.formatted(.iso8601)) (Retry-After), longer than this request may wait; it was not sent"
             )
             error.notBefore = date
         case .rateLimited(let until):
-            let date = date(of: until, now: now)
+            let date = clock.date(at: until)
             error = TransportError(
                 .rateLimited,
                 message: "\(key)'s rate has no room for this request before \(date.formatted(.iso8601)), longer than it may wait; it was not sent"
@@ -497,7 +491,7 @@ package final class TrafficControl: Sendable {
                 message: "\(key) already has \(cap) requests in flight (its cap) and none finished in time; this one was not sent"
             )
         case .circuitOpen(let until?):
-            let date = date(of: until, now: now)
+            let date = clock.date(at: until)
             error = TransportError(
                 .circuitOpen,
                 message: "\(key)'s circuit breaker is open after repeated failures, until \(date.formatted(.iso8601)); the request was not sent"
@@ -512,14 +506,14 @@ package final class TrafficControl: Sendable {
         return error
     }
 
-    private func publish(_ changes: [HostTraffic.Change], key: String, now: Duration) {
+    private func publish(_ changes: [HostTraffic.Change], key: String) {
         for change in changes {
             let kind: TrafficEvent.Kind
             switch change {
-            case .paused(let until, let status): kind = .paused(until: date(of: until, now: now), status: status)
+            case .paused(let until, let status): kind = .paused(until: clock.date(at: until), status: status)
             case .rate(.lowered(let rate)): kind = .rateLowered(perSecond: rate)
             case .rate(.restored): kind = .rateRestored
-            case .circuit(.opened(let until)): kind = .circuitOpened(until: date(of: until, now: now))
+            case .circuit(.opened(let until)): kind = .circuitOpened(until: clock.date(at: until))
             case .circuit(.halfOpened): kind = .circuitHalfOpened
             case .circuit(.closed): kind = .circuitClosed
             case .retryBudgetExhausted: kind = .retryBudgetExhausted
