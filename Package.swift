@@ -10,6 +10,8 @@ let package = Package(
         .library(name: "BrickOffline", targets: ["BrickOffline"]),
         .library(name: "BrickTestServer", targets: ["BrickTestServer"]),
         .library(name: "BrickOfflinePostgres", targets: ["BrickOfflinePostgres"]),
+        .library(name: "BrickMetrics", targets: ["BrickMetrics"]),
+        .library(name: "BrickTracing", targets: ["BrickTracing"]),
         .executable(name: "brick-demo", targets: ["BrickDemo"]),
         .executable(name: "outbox-worker", targets: ["OutboxWorker"]),
     ],
@@ -18,6 +20,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // Only BrickMetrics and BrickTracing build these (small API packages; the process
+        // bootstraps a backend). The floors are the versions tested.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.0"),
         // Only BrickOfflinePostgres builds these two (and what they bring: NIO's SSL, crypto).
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
@@ -71,6 +77,25 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // swift-metrics for a session's requests (OpenTelemetry's names): its own target, so that
+        // users of BrickRequest alone never build swift-metrics.
+        .target(
+            name: "BrickMetrics",
+            dependencies: [
+                "BrickRequest",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        // swift-distributed-tracing: a client span per attempt, the trace's context injected.
+        .target(
+            name: "BrickTracing",
+            dependencies: [
+                "BrickRequest",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
         .target(
@@ -154,6 +179,16 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        .testTarget(
+            name: "BrickInstrumentTests",
+            dependencies: [
+                "BrickRequest", "BrickMetrics", "BrickTracing", "BrickTesting", "BrickTestServer",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         .testTarget(

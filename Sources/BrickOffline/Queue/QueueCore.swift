@@ -335,7 +335,7 @@ final class QueueCore: Sendable {
             duration: leaseDuration,
             report: { [weak self] (description: String) in self?.report(storeFailure: description) }
         )
-        let (outcome, response) = await send(stored, idempotencyKey: entry.idempotencyKey)
+        let (outcome, response) = await send(stored, idempotencyKey: entry.idempotencyKey, attemptsBefore: entry.attempts)
         keeper.cancel()
         if state.withLock({ $0.running[entry.id]?.handingBack ?? false }) {
             await handBack(entry.id, lease: currentLease(entry.id))
@@ -366,7 +366,11 @@ final class QueueCore: Sendable {
 
     /// Sends the stored request once, signed; on a `401` with an authenticator, refreshes and
     /// sends once more.
-    private func send(_ stored: StoredRequest, idempotencyKey: String) async -> (AttemptOutcome, TransportResponse?) {
+    private func send(
+        _ stored: StoredRequest,
+        idempotencyKey: String,
+        attemptsBefore: Int
+    ) async -> (AttemptOutcome, TransportResponse?) {
         var replayed = false
         while true {
             var generation = 0
@@ -392,7 +396,7 @@ final class QueueCore: Sendable {
             request.options.maxResponseSize = nil
             do {
                 // Through the session's traffic policy: a host paused by a 429 is not sent to.
-                let response = capture.response(from: try await session.sendThroughTrafficControl(request))
+                let response = capture.response(from: try await session.sendThroughTrafficControl(request, attemptsBefore: attemptsBefore))
                 if response.status.code == 401, let authenticator, !replayed {
                     replayed = true
                     do {

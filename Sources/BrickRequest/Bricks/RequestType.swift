@@ -48,6 +48,11 @@ public protocol RequestType: AnyObject {
     /// How the request uses a response cache, or `nil` for not at all. Default `nil`;
     /// ``CachedResponseType`` supplies one.
     var responseCaching: ResponseCaching? { get }
+    /// A name for what the endpoint does (`"GetUser"`), for spans, metrics and logs, or `nil`.
+    /// Keep it low in cardinality — a name per endpoint type, never per URL: a trace names the
+    /// request's span after it, and metrics carry it as `brick.operation`. Default `nil` (spans
+    /// are named after the method, as OpenTelemetry's HTTP conventions say).
+    var operationName: String? { get }
 }
 
 extension RequestType {
@@ -75,6 +80,8 @@ extension RequestType {
     public var followsRedirects: Bool { true }
     /// No cache.
     public var responseCaching: ResponseCaching? { nil }
+    /// None.
+    public var operationName: String? { nil }
 }
 
 extension RequestType where JSONBody == NoJSONBody {

@@ -18,6 +18,8 @@ struct PreparedRequest: Sendable {
     var retry: AutoRetryConfiguration
     let authenticator: Authenticator?
     let caching: ResponseCaching?
+    /// The session's instruments' observers of this request; `nil` when none observes it.
+    let observation: Observation?
 
     @usableFromInline
     init(_ request: some RequestType) {
@@ -34,6 +36,13 @@ struct PreparedRequest: Sendable {
         var caching = request.responseCaching
         if let imposedCache { caching?.cache = imposedCache }  // a test's replacement: never the app's cache
         self.caching = caching
+        // In the caller's context: an instrument reads its task-local values (a trace) here.
+        observation =
+            if case .success(let transportRequest) = rendered {
+                session.observation(of: transportRequest, operation: request.operationName)
+            } else {
+                nil
+            }
     }
 }
 

@@ -14,9 +14,9 @@ extension Session {
         lifecycle: RequestLifecycle
     ) async throws(BrickError) -> Result<TransportResponse, TransportError> {
         guard let authenticator = prepared.authenticator else {
-            return await send(request, kind: kind, lifecycle: lifecycle)
+            return await send(request, kind: kind, lifecycle: lifecycle, observation: prepared.observation)
         }
-        var generation = try await signAndSend(request, kind, authenticator, lifecycle)
+        var generation = try await signAndSend(request, kind, authenticator, lifecycle, prepared.observation)
         guard case .success(let response) = generation.result, response.status == .unauthorized, !lifecycle.isCancelled
         else {
             return generation.result
@@ -26,7 +26,7 @@ extension Session {
         } catch {
             throw BrickError(.authenticationFailed, message: "the credential could not be refreshed", underlying: error)
         }
-        generation = try await signAndSend(request, .replay, authenticator, lifecycle)
+        generation = try await signAndSend(request, .replay, authenticator, lifecycle, prepared.observation)
         return generation.result
     }
 
@@ -34,7 +34,8 @@ extension Session {
         _ request: TransportRequest,
         _ kind: HostTraffic.AttemptKind,
         _ authenticator: Authenticator,
-        _ lifecycle: RequestLifecycle
+        _ lifecycle: RequestLifecycle,
+        _ observation: Observation?
     ) async throws(BrickError) -> (result: Result<TransportResponse, TransportError>, generation: Int) {
         let credential: (headers: [String: String], generation: Int)
         do {
@@ -49,16 +50,18 @@ extension Session {
         } catch {
             throw BrickError(.authenticationFailed, message: "the credential has an invalid header", underlying: error)
         }
-        return (await send(signed, kind: kind, lifecycle: lifecycle), credential.generation)
+        return (await send(signed, kind: kind, lifecycle: lifecycle, observation: observation), credential.generation)
     }
 
     /// One attempt, admitted by the host's traffic policy (which may make it wait, or refuse it),
     /// and registered with the lifecycle so `cancel()` stops it. The awaiting task is resumed at
-    /// the transport's next safe point where it offers one (``ResumingTransport``).
+    /// the transport's next safe point where it offers one (``ResumingTransport``). Instruments
+    /// see the attempt once admitted (a refusal by the traffic policy sent nothing).
     func send(
         _ request: TransportRequest,
         kind: HostTraffic.AttemptKind,
-        lifecycle: RequestLifecycle
+        lifecycle: RequestLifecycle,
+        observation: Observation?
     ) async -> Result<
         TransportResponse, TransportError
     > {
@@ -67,6 +70,20 @@ extension Session {
         case .success(let admitted): ticket = admitted
         case .failure(let error): return .failure(error)
         }
+        guard let observation else { return await start(request, ticket: ticket, lifecycle: lifecycle) }
+        var request = request
+        let resendCount = observation.attemptWillStart(&request)
+        let result = await start(request, ticket: ticket, lifecycle: lifecycle)
+        observation.attemptDidEnd(result, request: request, resendCount: resendCount)
+        return result
+    }
+
+    /// The transport call of an admitted attempt.
+    private func start(
+        _ request: TransportRequest,
+        ticket: TrafficControl.Ticket,
+        lifecycle: RequestLifecycle
+    ) async -> Result<TransportResponse, TransportError> {
         let (transport, resuming, traffic) = (self.transport, self.resuming, self.traffic)
         return await withUnsafeContinuation {
             (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in

@@ -40,18 +40,22 @@ extension Session {
         let lookup = CacheRules.lookup(policy: caching.policy, request: CacheControl(request.headerFields), stored: facts)
         switch lookup {
         case .miss:
+            prepared.observation?.cacheDidAnswer(.miss)
             _ = lifecycle.complete()
             return .failed(
                 BrickError(.notCached, message: "the cache holds no usable response for \(key)"),
                 request: request
             )
         case .useStored(let stale):
+            prepared.observation?.cacheDidAnswer(.hit)
             return storedOutcome(exchange, prepared: prepared, now: now, stale: stale, lifecycle: lifecycle)
         case .useStoredAndRevalidate:
+            prepared.observation?.cacheDidAnswer(.hit)
             revalidateInBackground(exchange, prepared: prepared)
             return storedOutcome(exchange, prepared: prepared, now: now, stale: true, lifecycle: lifecycle)
         case .useStoredThenFetch(let conditional):
             if let early, let facts {
+                prepared.observation?.cacheDidAnswer(.hit)
                 early(storedOutcome(exchange, prepared: prepared, now: now, stale: !facts.isFresh, lifecycle: nil))
             }
             return await fetch(exchange, prepared: prepared, conditional: conditional, lifecycle: lifecycle)
@@ -177,6 +181,7 @@ extension Session {
         switch decision {
         case .deliverRevalidated:
             guard case .success(let notModified) = transportResult, let stored = exchange.stored else { break }
+            prepared.observation?.cacheDidAnswer(.revalidated)
             let refreshed = stored.refreshed(
                 with: notModified.headerFields,
                 requestTime: requestTime,
@@ -198,10 +203,12 @@ extension Session {
             return await fetch(exchange, prepared: prepared, conditional: false, lifecycle: lifecycle)
         case .deliverStoredAsFallback:
             if case .failure(let error) = transportResult { error.partialDownload?.discard() }
+            prepared.observation?.cacheDidAnswer(.fallback)
             for monitor in eventMonitors { monitor.request(sent, didCompleteWith: transportResult) }
             logger.debug("delivering a stored response in place of a failure", metadata: ["key": "\(exchange.key)"])
             return storedOutcome(exchange, prepared: prepared, now: responseTime, stale: true, lifecycle: lifecycle)
         case .deliverNetwork(let store):
+            prepared.observation?.cacheDidAnswer(.miss)
             if store, case .success(let response) = transportResult {
                 storeIfAllowed(response, exchange: exchange, prepared: prepared, times: (requestTime, responseTime))
             }

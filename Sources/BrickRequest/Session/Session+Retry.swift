@@ -113,6 +113,7 @@ extension Session {
                 _ = await sleeper.result
             case .park:
                 guard lifecycle.parked() else { continue }
+                prepared.observation?.requestDidPark()
                 logger.debug("parked until the network returns", metadata: ["url": "\(request.loggedURL)"])
                 let reachability = self.reachability
                 let parker = Task { await Self.waitUntilReachable(host, reachability) }

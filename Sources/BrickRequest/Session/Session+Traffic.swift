@@ -52,22 +52,34 @@ extension Session {
     /// server asked for is not waited out but refused (``TransportError/Kind/hostPaused`` with
     /// its date), so that the queue reschedules the entry without spending an attempt.
     ///
-    /// - Parameter request: The request.
+    /// The session's instruments see the attempt as one of a request made `attemptsBefore` times
+    /// already (its resend count).
+    ///
+    /// - Parameters:
+    ///   - request: The request.
+    ///   - attemptsBefore: Attempts made earlier for the same entry.
     /// - Returns: The response.
     /// - Throws: The transport's error, or the traffic policy's refusal.
-    package func sendThroughTrafficControl(_ request: TransportRequest) async throws(TransportError) -> TransportResponse {
+    package func sendThroughTrafficControl(
+        _ request: TransportRequest,
+        attemptsBefore: Int = 0
+    ) async throws(TransportError) -> TransportResponse {
         let ticket: TrafficControl.Ticket
         switch await traffic.admit(request, kind: .first, waitsOutPauses: false, lifecycle: nil) {
         case .success(let admitted): ticket = admitted
         case .failure(let error): throw error
         }
+        var request = request
+        let observation = observation(of: request, operation: nil, attemptsBefore: attemptsBefore)
+        let resendCount = observation?.attemptWillStart(&request) ?? 0
+        let result: Result<TransportResponse, TransportError>
         do {
-            let response = try await transport.send(request)
-            traffic.finished(ticket, .success(response))
-            return response
+            result = .success(try await transport.send(request))
         } catch {
-            traffic.finished(ticket, .failure(error))
-            throw error
+            result = .failure(error)
         }
+        traffic.finished(ticket, result)
+        observation?.attemptDidEnd(result, request: request, resendCount: resendCount)
+        return try result.get()
     }
 }

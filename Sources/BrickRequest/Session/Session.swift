@@ -40,6 +40,9 @@ public final class Session: Sendable {
     let logsRequests: Bool
     /// Observers of every request.
     public let eventMonitors: [any EventMonitor]
+    /// What instruments every request attempt by attempt: metrics, tracing
+    /// (``RequestInstrument``).
+    public let instruments: [any RequestInstrument]
     /// Tells the retry engine when destinations become reachable again.
     public let reachability: any ReachabilityMonitor
     let callbacks: CallbackDispatcher
@@ -67,13 +70,16 @@ public final class Session: Sendable {
     ///   - clock: The clock retry delays run on (a `ManualClock` in tests). Default `ContinuousClock`.
     ///   - logger: Where events are logged.
     ///   - eventMonitors: Observers of every request.
+    ///   - instruments: What instruments every request attempt by attempt (`MetricsInstrument`
+    ///     of `BrickMetrics`, `TracingInstrument` of `BrickTracing`). Default none.
     public init(
         configuration: Configuration = Configuration(),
         transport: (any Transport)? = nil,
         reachability: (any ReachabilityMonitor)? = nil,
         clock: some Clock<Duration> = ContinuousClock(),
         logger: Logger = Logger(label: "BrickRequest.Session"),
-        eventMonitors: [any EventMonitor] = []
+        eventMonitors: [any EventMonitor] = [],
+        instruments: [any RequestInstrument] = []
     ) {
         self.configuration = configuration
         self.transport = transport ?? CurlTransport(configuration: configuration.transport)
@@ -82,6 +88,7 @@ public final class Session: Sendable {
         self.logger = logger
         self.logsRequests = logger.logLevel <= .debug
         self.eventMonitors = eventMonitors
+        self.instruments = instruments
         self.callbacks = CallbackDispatcher(configuration.callbackQueue, transport: self.transport)
         self.resuming = self.transport as? any ResumingTransport
         self.traffic = TrafficControl(policies: configuration.hostPolicies, clock: self.clock) {

@@ -240,6 +240,27 @@ public struct TransportRequest: Sendable {
         return String(url[..<question])
     }
 
+    /// The URL as telemetry records it (OpenTelemetry's `url.full`): without credentials in the
+    /// authority (`user:password@`) and without its query, which may carry secrets.
+    package var redactedURL: String {
+        let url = loggedURL
+        guard let authority, let at = authority.utf8.lastIndex(of: UInt8(ascii: "@")) else { return url }
+        let scheme = isSecure ? "https://" : "http://"
+        let rest = url.utf8.dropFirst(scheme.utf8.count + authority.utf8.count)
+        return scheme + String(authority[authority.index(after: at)...]) + String(Substring(rest))
+    }
+
+    /// The port the request goes to: the URL's, or the scheme's default (80, 443).
+    package var port: Int {
+        var authority = Substring(self.authority ?? "")
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        if let close = authority.lastIndex(of: "]") { authority = authority[authority.index(after: close)...] }
+        if let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]) {
+            return port
+        }
+        return isSecure ? 443 : 80
+    }
+
     /// The destination as traffic control keys it: the authority (`host[:port]`), lowercased.
     package var trafficKey: String {
         switch storage.value.target {
