@@ -17,7 +17,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-http-types", from: "1.3.0"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         // Only BrickMetrics and BrickTracing build these (small API packages; the process
@@ -150,7 +150,10 @@ let package = Package(
         ),
         .testTarget(
             name: "BrickRequestTests",
-            dependencies: ["BrickRequest", "BrickTesting", "BrickTestServer", "CCurl"]
+            dependencies: [
+                "BrickRequest", "BrickTesting", "BrickTestServer", "CCurl",
+                .product(name: "InMemoryLogging", package: "swift-log"),
+            ]
         ),
         // For the offline tests: adds or drains a queue in a process of its own, to be killed.
         .executableTarget(

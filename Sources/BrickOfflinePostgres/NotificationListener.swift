@@ -83,7 +83,7 @@ final class NotificationListener: Sendable {
                 try await client.withConnection { connection in
                     try await connection.listen(on: channel) { notifications in
                         if failed {
-                            logger.info("offline store listens again", metadata: ["channel": "\(channel)"])
+                            logger.info("offline store listens again", metadata: ["db.postgresql.channel": "\(channel)"])
                             failed = false
                         }
                         backoff = .seconds(1)
@@ -105,7 +105,7 @@ final class NotificationListener: Sendable {
                 if !failed {
                     logger.warning(
                         "offline store lost its LISTEN connection; queues poll until it is back",
-                        metadata: ["channel": "\(channel)", "error": "\(PostgresOfflineStore.storeError(error, doing: "listen"))"]
+                        metadata: ["db.postgresql.channel": "\(channel)", "error.message": "\(PostgresOfflineStore.storeError(error, doing: "listen"))"]
                     )
                 }
                 failed = true

@@ -58,7 +58,7 @@ final class Notifier: Sendable {
                 try await client.query("SELECT pg_notify(\(channel), \(Self.payload(sender: sender, queue: queue)))", logger: logger)
             } catch {
                 // The workers' poll finds the work; a notification is an optimisation.
-                logger.debug("offline store could not notify", metadata: ["queue": "\(queue)"])
+                logger.debug("offline store could not notify", metadata: ["brick.queue": "\(queue)"])
             }
             // Changes meanwhile wait for the spacing, then share one notification.
             try? await Task.sleep(for: Self.spacing)

@@ -135,7 +135,7 @@ enum PostgresSchema {
                         "INSERT INTO \(unescaped: schema).migration (version, name) VALUES (\(migration.version), \(migration.name))",
                         logger: logger
                     )
-                    logger.info("offline store schema migrated", metadata: ["schema": "\(schema)", "version": "\(migration.version)"])
+                    logger.info("offline store schema migrated", metadata: ["db.namespace": "\(schema)", "brick.schema.version": "\(migration.version)"])
                 }
             }
         } catch let error as OfflineStoreError {

@@ -85,7 +85,7 @@ extension SQLiteResponseCache {
         }
         if accepted.declined {
             if case .store(let response) = operation {
-                logger.notice("a response was not stored: the cache's writer is behind", metadata: ["key": "\(response.key)"])
+                logger.notice("a response was not stored: the cache's writer is behind", metadata: ["brick.cache.key": "\(response.key)"])
             }
             return false
         }
@@ -128,7 +128,7 @@ extension SQLiteResponseCache {
     }
 
     private func record(_ error: BrickError) {
-        logger.warning("the response cache could not write", metadata: ["error": "\(error)"])
+        logger.warning("the response cache could not write", metadata: ["error.message": "\(error)"])
         pending.withLock { if $0.failure == nil { $0.failure = error } }
     }
 

@@ -263,7 +263,7 @@ public final class SQLiteResponseCache: ResponseCache {
     /// Removes rows that did not decode, and reports each: a damaged store is a miss, never a trap.
     private func removeDamaged(_ rows: [(id: Int64, reason: String)], key: CacheKey) {
         for row in rows {
-            logger.warning("a damaged cache row was removed", metadata: ["key": "\(key)", "reason": "\(row.reason)"])
+            logger.warning("a damaged cache row was removed", metadata: ["brick.cache.key": "\(key)", "brick.reason": "\(row.reason)"])
         }
         damagedRows.add(rows.count, ordering: .relaxed)
         enqueue(.removeRows(rows.map(\.id)))

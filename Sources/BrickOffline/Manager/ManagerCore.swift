@@ -170,7 +170,7 @@ final class ManagerCore: Sendable {
     private static let unregisteredPause: Duration = .seconds(3600)
 
     private func report(_ failure: String) {
-        session.logger.error("offline store failed", metadata: ["manager": "\(name)", "error": "\(failure)"])
+        session.logger.warning("offline store failed", metadata: ["brick.manager": "\(name)", "error.message": "\(failure)"])
         events.emit(.storeFailed(failure))
     }
 

@@ -133,9 +133,9 @@ public final class PersistentRequestQueue: Sendable {
         )
         if let moved = store.recoveredFile {
             core.emit(.storeRecovered(movedAside: moved))
-            session.logger.error(
+            session.logger.warning(
                 "offline store was damaged; moved aside and started afresh",
-                metadata: ["queue": "\(name)", "movedTo": "\(moved)"]
+                metadata: ["brick.queue": "\(name)", "brick.store.moved_to": "\(moved)"]
             )
         }
     }

@@ -455,7 +455,7 @@ final class QueueCore: Sendable {
                 emit(.deadLettered(entry.id, reason: reason))
                 session.logger.warning(
                     "offline entry set aside",
-                    metadata: ["queue": "\(name)", "entry": "\(entry.id)", "reason": "\(reason)"]
+                    metadata: ["brick.queue": "\(name)", "brick.entry.id": "\(entry.id)", "brick.reason": "\(reason)"]
                 )
                 finish(entry.id, .failure(BrickError(.storage, message: "set aside as a dead letter: \(reason)")))
             }
@@ -476,7 +476,7 @@ final class QueueCore: Sendable {
     }
 
     private func report(storeFailure description: String) {
-        session.logger.error("offline store failed", metadata: ["queue": "\(name)", "error": "\(description)"])
+        session.logger.warning("offline store failed", metadata: ["brick.queue": "\(name)", "error.message": "\(description)"])
         emit(.storeFailed(description))
     }
 

@@ -1,3 +1,5 @@
+public import Logging
+
 /// The root brick: everything needed to render a request.
 ///
 /// Every requirement except ``urlString`` and ``method`` has a default; bricks supply the rest, and an
@@ -53,6 +55,9 @@ public protocol RequestType: AnyObject {
     /// request's span after it, and metrics carry it as `brick.operation`. Default `nil` (spans
     /// are named after the method, as OpenTelemetry's HTTP conventions say).
     var operationName: String? { get }
+    /// Where this request logs, or `nil` for its session's ``Session/logger``. Default `nil`. Its
+    /// level is read when the request is prepared.
+    var logger: Logger? { get }
 }
 
 extension RequestType {
@@ -82,6 +87,8 @@ extension RequestType {
     public var responseCaching: ResponseCaching? { nil }
     /// None.
     public var operationName: String? { nil }
+    /// The session's.
+    public var logger: Logger? { nil }
 }
 
 extension RequestType where JSONBody == NoJSONBody {

@@ -20,6 +20,12 @@ struct PreparedRequest: Sendable {
     let caching: ResponseCaching?
     /// The session's instruments' observers of this request; `nil` when none observes it.
     let observation: Observation?
+    /// Where the request logs: its endpoint's ``RequestType/logger``, or the session's.
+    let logger: Logger
+    /// Whether ``logger`` takes `debug` messages (the per-request events).
+    let logsRequests: Bool
+    /// The endpoint's ``RequestType/operationName``.
+    let operationName: String?
 
     @usableFromInline
     init(_ request: some RequestType) {
@@ -36,6 +42,14 @@ struct PreparedRequest: Sendable {
         var caching = request.responseCaching
         if let imposedCache { caching?.cache = imposedCache }  // a test's replacement: never the app's cache
         self.caching = caching
+        operationName = request.operationName
+        if let own = request.logger {
+            logger = own
+            logsRequests = own.logLevel <= .debug
+        } else {
+            logger = session.logger
+            logsRequests = session.logsRequests
+        }
         // In the caller's context: an instrument reads its task-local values (a trace) here.
         observation =
             if case .success(let transportRequest) = rendered {

@@ -27,7 +27,10 @@ extension Session {
         do throws(BrickError) {
             exchange.variants = try caching.cache.cachedResponses(for: key)
         } catch {
-            logger.warning("the response cache could not be read", metadata: ["key": "\(key)", "error": "\(error)"])
+            prepared.logger.warning(
+                "the response cache could not be read",
+                metadata: ["brick.cache.key": "\(key)", "error.message": "\(error)"]
+            )
             if caching.policy == .cacheOnly {
                 _ = lifecycle.complete()
                 return .failed(error, request: request)
@@ -152,7 +155,7 @@ extension Session {
             prepared.retry.enableBackgroundRetry = false
         }
         let sent = conditional ? Self.conditional(exchange.request, on: exchange.stored) : exchange.request
-        willStart(sent)
+        willStart(sent, prepared)
         let requestTime = Date()
         let result = await self.exchange(prepared, request: sent, lifecycle: lifecycle)
         let responseTime = Date()
@@ -199,13 +202,19 @@ extension Session {
             // The stored response is out of date: the server's current one has another tag.
             for monitor in eventMonitors { monitor.request(sent, didCompleteWith: transportResult) }
             forget(exchange.key, in: exchange.caching.cache)
-            logger.debug("a 304 did not select the stored response; sending again", metadata: ["key": "\(exchange.key)"])
+            prepared.logger.debug(
+                "a 304 did not select the stored response; sending again",
+                metadata: ["brick.cache.key": "\(exchange.key)"]
+            )
             return await fetch(exchange, prepared: prepared, conditional: false, lifecycle: lifecycle)
         case .deliverStoredAsFallback:
             if case .failure(let error) = transportResult { error.partialDownload?.discard() }
             prepared.observation?.cacheDidAnswer(.fallback)
             for monitor in eventMonitors { monitor.request(sent, didCompleteWith: transportResult) }
-            logger.debug("delivering a stored response in place of a failure", metadata: ["key": "\(exchange.key)"])
+            prepared.logger.debug(
+                "delivering a stored response in place of a failure",
+                metadata: ["brick.cache.key": "\(exchange.key)"]
+            )
             return storedOutcome(exchange, prepared: prepared, now: responseTime, stale: true, lifecycle: lifecycle)
         case .deliverNetwork(let store):
             prepared.observation?.cacheDidAnswer(.miss)
@@ -286,7 +295,7 @@ extension Session {
             let lifecycle = RequestLifecycle()
             _ = lifecycle.begin()
             let sent = Self.conditional(exchange.request, on: stored)
-            willStart(sent)
+            willStart(sent, prepared)
             let requestTime = Date()
             let result = await self.exchange(prepared, request: sent, lifecycle: lifecycle)
             let responseTime = Date()
@@ -330,7 +339,7 @@ extension Session {
         do throws(BrickError) {
             try cache.store(response)
         } catch {
-            logger.warning("the response cache could not store", metadata: ["key": "\(response.key)", "error": "\(error)"])
+            logger.warning("the response cache could not store", metadata: ["brick.cache.key": "\(response.key)", "error.message": "\(error)"])
         }
     }
 
@@ -338,7 +347,7 @@ extension Session {
         do throws(BrickError) {
             try cache.removeCachedResponses(for: key)
         } catch {
-            logger.warning("the response cache could not remove", metadata: ["key": "\(key)", "error": "\(error)"])
+            logger.warning("the response cache could not remove", metadata: ["brick.cache.key": "\(key)", "error.message": "\(error)"])
         }
     }
 }

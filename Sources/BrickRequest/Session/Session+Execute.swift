@@ -128,7 +128,7 @@ extension Session {
             }
             return
         }
-        willStart(request)
+        willStart(request, prepared)
         switch traffic.step(traffic.ticket(for: request, kind: .first)) {
         case .proceed(let ticket):
             begin(.success(ticket), prepared, request: request, lifecycle: lifecycle, handler: handler)
@@ -226,7 +226,7 @@ extension Session {
         request: TransportRequest,
         lifecycle: RequestLifecycle
     ) async -> Outcome {
-        willStart(request)
+        willStart(request, prepared)
         switch await exchange(prepared, request: request, lifecycle: lifecycle) {
         case .success(let outcome):
             return finish(prepared, request: request, result: outcome, lifecycle: lifecycle)
@@ -263,19 +263,27 @@ extension Session {
         callbacks.submit { handler(.failed(.cancelled, request: nil)) }
     }
 
-    func willStart(_ request: TransportRequest) {
-        if logsRequests {
-            logger.debug(
-                "request started",
-                metadata: ["method": "\(request.method)", "url": "\(request.loggedURL)"]
-            )
+    func willStart(_ request: TransportRequest, _ prepared: borrowing PreparedRequest) {
+        if prepared.logsRequests {
+            let metadata = Self.metadata(request, prepared)
+            prepared.logger.debug("request started", metadata: metadata)
         }
         for monitor in eventMonitors { monitor.requestDidStart(request) }
     }
 
+    /// The structured metadata of a request's log entries, with OpenTelemetry's names: method,
+    /// URL without its query, and the endpoint's operation name.
+    static func metadata(_ request: TransportRequest, _ prepared: borrowing PreparedRequest) -> Logger.Metadata {
+        var metadata: Logger.Metadata = [
+            "http.request.method": "\(request.method)", "url.full": "\(request.redactedURL)",
+        ]
+        if let operation = prepared.operationName { metadata["brick.operation"] = "\(operation)" }
+        return metadata
+    }
+
     private func report(renderError error: BrickError) {
         // The caller gets the error; a library logs it only for those who ask (debug).
-        logger.debug("request could not be rendered", metadata: ["error": "\(error)"])
+        logger.debug("request could not be rendered", metadata: ["error.message": "\(error)"])
         for monitor in eventMonitors { monitor.requestDidFailToRender(error) }
     }
 
@@ -299,31 +307,24 @@ extension Session {
                 wasCancelled || error.kind == .cancelled
                 ? BrickError(.cancelled, message: "the request was cancelled", underlying: error)
                 : BrickError.transport(error)
-            if NetworkFailure.of(error.kind) == .heldBack {
-                // Held back by the host's policy: the change itself was logged once, at info.
-                if logsRequests {
-                    logger.debug(
-                        "request held back by the host's traffic policy",
-                        metadata: ["method": "\(request.method)", "url": "\(request.loggedURL)", "error": "\(error)"]
-                    )
-                }
-            } else if brickError.code != .cancelled, logsRequests {
+            if prepared.logsRequests, brickError.code != .cancelled {
                 // The caller gets the error; a library logs it only for those who ask (debug).
-                logger.debug(
-                    "request failed",
-                    metadata: ["method": "\(request.method)", "url": "\(request.loggedURL)", "error": "\(error)"]
+                // Held back by the host's policy: the change itself was logged once, at info.
+                var metadata = Self.metadata(request, prepared)
+                metadata["error.type"] = "\(error.kind)"
+                metadata["error.message"] = "\(error)"
+                let heldBack = NetworkFailure.of(error.kind) == .heldBack
+                prepared.logger.debug(
+                    heldBack ? "request held back by the host's traffic policy" : "request failed",
+                    metadata: metadata
                 )
             }
             return .failed(brickError, request: request, retryCount: retries)
         case .success(let response):
-            if logsRequests {
-                logger.debug(
-                    "request finished",
-                    metadata: [
-                        "method": "\(request.method)", "url": "\(request.loggedURL)",
-                        "status": "\(response.status.code)",
-                    ]
-                )
+            if prepared.logsRequests {
+                var metadata = Self.metadata(request, prepared)
+                metadata["http.response.status_code"] = "\(response.status.code)"
+                prepared.logger.debug("request finished", metadata: metadata)
             }
             do throws(BrickError) {
                 if let validation = prepared.validation { try validation.validate(response) }

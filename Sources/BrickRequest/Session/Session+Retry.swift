@@ -88,25 +88,24 @@ extension Session {
             parkedLast = action == .park
             // A retry (now or after a delay) must fit the host's retry budget.
             if action != .deliver && action != .park, !traffic.allowsRetry(request) {
-                return overBudget(result, request: request)
+                return overBudget(result, request: request, prepared: prepared)
             }
             switch action {
             case .deliver:
                 if engine.retryCount > 0 || !engine.lastReason.isEmpty {
-                    logger.debug(
-                        "retry engine delivers",
-                        metadata: ["url": "\(request.loggedURL)", "reason": "\(engine.lastReason)"]
-                    )
+                    var metadata = Self.metadata(request, prepared)
+                    metadata["brick.retry.reason"] = "\(engine.lastReason)"
+                    prepared.logger.debug("retry engine delivers", metadata: metadata)
                 }
                 return result
             case .retry:
                 guard lifecycle.retrying(engine.retryCount) else { continue }
             case .retryAfter(let delay):
                 guard lifecycle.retrying(engine.retryCount) else { continue }
-                logger.debug(
-                    "retrying after a delay",
-                    metadata: ["url": "\(request.loggedURL)", "delay": "\(delay)", "reason": "\(engine.lastReason)"]
-                )
+                var metadata = Self.metadata(request, prepared)
+                metadata["brick.retry.delay"] = "\(delay)"
+                metadata["brick.retry.reason"] = "\(engine.lastReason)"
+                prepared.logger.debug("retrying after a delay", metadata: metadata)
                 let clock = self.clock
                 let sleeper = Task { try await clock.sleep(delay) }
                 lifecycle.attach(TransportTask { sleeper.cancel() })
@@ -114,7 +113,7 @@ extension Session {
             case .park:
                 guard lifecycle.parked() else { continue }
                 prepared.observation?.requestDidPark()
-                logger.debug("parked until the network returns", metadata: ["url": "\(request.loggedURL)"])
+                prepared.logger.debug("parked until the network returns", metadata: Self.metadata(request, prepared))
                 let reachability = self.reachability
                 let parker = Task { await Self.waitUntilReachable(host, reachability) }
                 lifecycle.attach(TransportTask { parker.cancel() })
@@ -147,12 +146,10 @@ extension Session {
     /// The outcome of a request whose retry the host's retry budget refused: its last attempt's.
     private func overBudget(
         _ result: Result<TransportResponse, TransportError>,
-        request: TransportRequest
+        request: TransportRequest,
+        prepared: PreparedRequest
     ) -> Result<TransportResponse, TransportError> {
-        logger.debug(
-            "retry not made: the host's retry budget is spent",
-            metadata: ["url": "\(request.loggedURL)"]
-        )
+        prepared.logger.debug("retry not made: the host's retry budget is spent", metadata: Self.metadata(request, prepared))
         return result
     }
 

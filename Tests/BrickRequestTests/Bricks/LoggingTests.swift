@@ -1,6 +1,7 @@
 import BrickRequest
 import BrickTestServer
 import Foundation
+import InMemoryLogging
 import Logging
 import Synchronization
 import Testing
@@ -69,11 +70,12 @@ struct LoggingTests {
                 ]
             )
             #expect(logged.map(\.level) == [.debug, .debug, .debug, .debug, .debug])
-            #expect(logged[0].metadata["method"] == "GET")
-            #expect(logged[0].metadata["url"] == server.baseURL + "/status/200")
-            #expect(logged[1].metadata["status"] == "200")
-            #expect(logged[4].metadata["url"] == "http://127.0.0.1:1/closed")
-            #expect(logged[4].metadata["error"]?.contains("cannotConnect") == true)
+            #expect(logged[0].metadata["http.request.method"] == "GET")
+            #expect(logged[0].metadata["url.full"] == server.baseURL + "/status/200")
+            #expect(logged[1].metadata["http.response.status_code"] == "200")
+            #expect(logged[4].metadata["url.full"] == "http://127.0.0.1:1/closed")
+            #expect(logged[4].metadata["error.type"] == "cannotConnect")
+            #expect(logged[4].metadata["error.message"]?.contains("cannotConnect") == true)
             // Header values and queries never reach the log.
             #expect(!logged.contains { record in record.metadata.values.contains { $0.contains("secret-token") } })
             #expect(!logged.contains { record in record.metadata.values.contains { $0.contains("s3cr3t") } })
@@ -92,5 +94,36 @@ struct LoggingTests {
             #expect(refused.error?.code == .cannotConnect)
             #expect(records.all.isEmpty)
         }
+    }
+
+    @Test("a request's own logger takes its entries, with the operation's name; the session's gets none")
+    func perCallLogger() async throws {
+        try await withServer { server in
+            let records = LogRecords()
+            let session = session(level: .debug, records: records)
+            let own = InMemoryLogHandler()
+            var logger = Logger(label: "call") { _ in own }
+            logger.logLevel = .debug
+            let response = await LoggedGet(server.baseURL + "/status/200", session: session, logger: logger).response()
+            #expect(response.status == .ok)
+            #expect(records.all.isEmpty)
+            #expect(own.entries.map(\.message.description) == ["request started", "request finished"])
+            #expect(own.entries.allSatisfy { $0.metadata["brick.operation"] == "GetStatus" && $0.level == .debug })
+            #expect(own.entries.last?.metadata["http.response.status_code"] == "200")
+        }
+    }
+}
+
+/// A GET with its own logger and operation name.
+private final class LoggedGet: Component, GETRequestType, NonAutoRetryType, DataResponseType {
+    let urlString: String
+    let session: Session
+    let logger: Logger?
+    var operationName: String? { "GetStatus" }
+    init(_ url: String, session: Session, logger: Logger) {
+        self.urlString = url
+        self.session = session
+        self.logger = logger
+        super.init()
     }
 }
