@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "BrickOffline", targets: ["BrickOffline"]),
         .library(name: "BrickTestServer", targets: ["BrickTestServer"]),
         .library(name: "BrickOfflinePostgres", targets: ["BrickOfflinePostgres"]),
+        .library(name: "BrickLifecycle", targets: ["BrickLifecycle"]),
         .library(name: "BrickMetrics", targets: ["BrickMetrics"]),
         .library(name: "BrickTracing", targets: ["BrickTracing"]),
         .executable(name: "brick-demo", targets: ["BrickDemo"]),
@@ -74,9 +75,16 @@ let package = Package(
                 "BrickOffline",
                 "BrickRequest",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The offline queue and manager as swift-service-lifecycle Services (graceful shutdown).
+        .target(
+            name: "BrickLifecycle",
+            dependencies: [
+                "BrickOffline",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // swift-metrics for a session's requests (OpenTelemetry's names): its own target, so that
@@ -120,7 +128,7 @@ let package = Package(
         .executableTarget(
             name: "OutboxWorker",
             dependencies: [
-                "BrickOffline", "BrickOfflinePostgres", "BrickRequest",
+                "BrickLifecycle", "BrickOffline", "BrickOfflinePostgres", "BrickRequest",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -167,7 +175,7 @@ let package = Package(
         .executableTarget(
             name: "brick-fleet-probe",
             dependencies: [
-                "BrickOffline", "BrickOfflinePostgres", "BrickRequest",
+                "BrickLifecycle", "BrickOffline", "BrickOfflinePostgres", "BrickRequest",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -178,7 +186,9 @@ let package = Package(
         .testTarget(
             name: "BrickOfflineTests",
             dependencies: [
-                "BrickOffline", "BrickOfflinePostgres", "BrickRequest", "BrickTesting", "BrickTestServer",
+                "BrickLifecycle", "BrickOffline", "BrickOfflinePostgres", "BrickRequest", "BrickTesting",
+                "BrickTestServer",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -7,6 +7,7 @@
 // Run it on several machines at once: they share the queue, at most `--cap` calls in flight in all.
 // On SIGTERM or SIGINT it stops claiming, lets the calls under way finish (10 s at most), hands the
 // rest back to the other workers and exits.
+import BrickLifecycle
 import BrickOffline
 import BrickOfflinePostgres
 import BrickRequest

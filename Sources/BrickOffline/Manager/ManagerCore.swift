@@ -49,6 +49,8 @@ final class ManagerCore: Sendable {
         /// Bumped by `clearAll`: attempts of an older generation are ignored when they end.
         var generation = 0
         var decoders: [String: @Sendable (Data) throws -> any OfflineRequest] = [:]
+        /// Callers of `stop(gracePeriod:)` waiting for the running attempts to end.
+        var drainWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     let name: String
@@ -322,6 +324,34 @@ final class ManagerCore: Sendable {
         shutdown()
     }
 
+    /// Closes, then waits up to `gracePeriod` for the attempts under way to end (their outcomes
+    /// written). Attempts still running then are left to end on their own; their requests stay
+    /// stored, and the next manager on the store attempts them again if they never finish.
+    func stop(gracePeriod: Duration) async {
+        close()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let now = self.state.withLock { state -> Bool in
+                        if state.running.isEmpty { return true }
+                        state.drainWaiters.append(continuation)
+                        return false
+                    }
+                    if now { continuation.resume() }
+                }
+            }
+            group.addTask { try? await Task.sleep(for: gracePeriod) }
+            await group.next()
+            group.cancelAll()
+        }
+        // A waiter left by the deadline is resumed now, not leaked.
+        let left = state.withLock { state in
+            defer { state.drainWaiters = [] }
+            return state.drainWaiters
+        }
+        left.forEach { $0.resume() }
+    }
+
     func shutdown() {
         let tasks = state.withLock { state in
             state.stopped = true
@@ -484,7 +514,13 @@ final class ManagerCore: Sendable {
         // between the store's write and the event (a subscriber would miss it after `close()`).
         state.withLock { $0.settling += 1 }
         defer {
-            state.withLock { $0.settling -= 1 }
+            let drained = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.settling -= 1
+                guard state.running.isEmpty else { return [] }
+                defer { state.drainWaiters = [] }
+                return state.drainWaiters
+            }
+            drained.forEach { $0.resume() }
             settled.emit(())
         }
         switch decision {

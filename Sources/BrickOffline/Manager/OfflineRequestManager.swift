@@ -182,6 +182,18 @@ public final class OfflineRequestManager: Sendable {
         core.close()
     }
 
+    /// Shuts down gracefully: closes (no request is taken any more, see ``close()``), then waits up
+    /// to `gracePeriod` for the attempts under way to end and their outcomes to be stored.
+    /// Attempts still running at the deadline are left to end on their own; their requests stay
+    /// stored and are attempted again by the next manager on the store if they never finish
+    /// (delivery is at least once, never lost). `BrickLifecycle`'s `OfflineRequestManagerService`
+    /// calls this at a `ServiceGroup`'s graceful shutdown.
+    ///
+    /// - Parameter gracePeriod: How long attempts under way may take to end. Default 10 s.
+    public func stop(gracePeriod: Duration = .seconds(10)) async {
+        await core.stop(gracePeriod: gracePeriod)
+    }
+
     /// The overall progress, 0 to 1 (1 when idle).
     public var progress: Double { core.currentProgress }
 

@@ -4,6 +4,7 @@
 //   brick-fleet-probe SCHEMA QUEUE CAP LEASE_MS [notify|poll]
 //
 // Prints `ready` once processing, then one line per event of its queue.
+import BrickLifecycle
 import BrickOffline
 import BrickOfflinePostgres
 import BrickRequest

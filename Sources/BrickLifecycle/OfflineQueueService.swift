@@ -1,5 +1,5 @@
-import BrickOffline
-import ServiceLifecycle
+public import BrickOffline
+public import ServiceLifecycle
 
 /// Runs a ``PersistentRequestQueue``'s processing as a `Service` of swift-service-lifecycle: it
 /// starts processing when run; on graceful shutdown (SIGTERM through a `ServiceGroup`) it stops
