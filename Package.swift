@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "BrickOfflinePostgres", targets: ["BrickOfflinePostgres"]),
         .library(name: "BrickLifecycle", targets: ["BrickLifecycle"]),
         .library(name: "BrickMetrics", targets: ["BrickMetrics"]),
+        .library(name: "BrickOfflineMetrics", targets: ["BrickOfflineMetrics"]),
         .library(name: "BrickTracing", targets: ["BrickTracing"]),
         .executable(name: "brick-demo", targets: ["BrickDemo"]),
         .executable(name: "outbox-worker", targets: ["OutboxWorker"]),
@@ -95,6 +96,16 @@ let package = Package(
                 "BrickRequest",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        // swift-metrics for an offline queue (depth, deliveries, dead letters, oldest entry's age),
+        // a Service to run beside it: apart from BrickMetrics, so that it never builds GRDB.
+        .target(
+            name: "BrickOfflineMetrics",
+            dependencies: [
+                "BrickOffline",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // swift-distributed-tracing: a client span per attempt, the trace's context injected.
@@ -186,8 +197,9 @@ let package = Package(
         .testTarget(
             name: "BrickOfflineTests",
             dependencies: [
-                "BrickLifecycle", "BrickOffline", "BrickOfflinePostgres", "BrickRequest", "BrickTesting",
-                "BrickTestServer",
+                "BrickLifecycle", "BrickOffline", "BrickOfflineMetrics", "BrickOfflinePostgres", "BrickRequest",
+                "BrickTesting", "BrickTestServer",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -25,7 +25,11 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "BrickBench",
-            dependencies: [.product(name: "BrickRequest", package: parentIdentity)]
+            dependencies: [
+                .product(name: "BrickRequest", package: parentIdentity),
+                .product(name: "BrickMetrics", package: parentIdentity),
+                .product(name: "BrickTracing", package: parentIdentity),
+            ]
         ),
         .executableTarget(
             name: "OfflineBench",

@@ -344,6 +344,19 @@ extension PostgresOfflineStore {
         }
     }
 
+    public func oldestEntryDate(queue: String) async throws -> Date? {
+        try await run("find the oldest entry") { [self] in
+            var oldest: Date? = nil
+            for try await value in try await client.query(
+                "SELECT min(created_at) FROM \(unescaped: schema).entry WHERE queue = \(queue) AND dead_at IS NULL",
+                logger: logger
+            ).decode(Date?.self) {
+                oldest = value
+            }
+            return oldest
+        }
+    }
+
     public func count(queue: String) async throws -> Int {
         try await run("count entries") { [self] in
             var count = 0

@@ -14,7 +14,12 @@
 //   stream     the same, but each body goes to a ResponseBodyStream that counts its bytes, so no
 //              body is copied or kept (what the C peers do with bodies)
 // BENCH_CA_FILE, when set, is trusted for https (compare.sh exports the server's certificate).
+// The session carries BrickMetrics' and BrickTracing's instruments, with no metrics backend or
+// tracer bootstrapped (what an application that links them and exports nothing pays);
+// BRICK_BENCH_INSTRUMENTS=0 leaves them out.
+import BrickMetrics
 import BrickRequest
+import BrickTracing
 import Dispatch
 import FoundationEssentials
 import Glibc
@@ -77,9 +82,12 @@ let transport = CurlTransport(configuration: configuration)
 let callbackQueue: CallbackQueue =
     environment["BRICK_BENCH_CALLBACK_QUEUE"] == "transport"
     ? .transportThread : .serial(label: "brick-bench.callbacks")
+let instruments: [any RequestInstrument] =
+    environment["BRICK_BENCH_INSTRUMENTS"] == "0" ? [] : [MetricsInstrument(), TracingInstrument()]
 let session = Session(
     configuration: .init(transport: configuration, callbackQueue: callbackQueue),
-    transport: transport
+    transport: transport,
+    instruments: instruments
 )
 
 /// The benchmark's endpoint: a validated GET whose body is read as `Data`.

@@ -305,6 +305,12 @@ public final class PersistentRequestQueue: Sendable {
         try await core.storeCall { try await $0.list(queue: $1) }
     }
 
+    /// When the oldest pending entry was added (one query; dead letters not counted), or `nil`
+    /// when the queue is empty: how far behind delivery is.
+    public func oldestEntryDate() async throws(BrickError) -> Date? {
+        try await core.storeCall { try await $0.oldestEntryDate(queue: $1) }
+    }
+
     // MARK: - Dead letters
 
     /// Entries set aside: out of attempts, expired, or unreadable; each with its last status,

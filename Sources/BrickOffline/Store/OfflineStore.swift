@@ -228,6 +228,9 @@ public protocol OfflineStore: Sendable {
     func count(queue: String) async throws -> Int
     /// Pending entries of `queue`, in order.
     func list(queue: String) async throws -> [OfflineEntry]
+    /// When the oldest pending entry of `queue` (leased ones included, dead letters not) was
+    /// added, or `nil` when it has none.
+    func oldestEntryDate(queue: String) async throws -> Date?
     /// The dead letters of `queue`, oldest first.
     func deadLetters(queue: String) async throws -> [OfflineEntry]
     /// Makes a dead letter pending again, at the end of the queue, with its attempts reset.
@@ -262,6 +265,10 @@ extension OfflineStore {
     public var pollInterval: Duration? { nil }
     /// `nil`: only this process writes the store.
     public func wakeUps(queue: String) -> AsyncStream<Void>? { nil }
+    /// Read from ``list(queue:)`` (a store that can ask its database for the minimum does).
+    public func oldestEntryDate(queue: String) async throws -> Date? {
+        try await list(queue: queue).lazy.map(\.createdAt).min()
+    }
 }
 
 /// A failure of an ``OfflineStore``.

@@ -339,6 +339,16 @@ extension SQLiteOfflineStore {
         }
     }
 
+    public func oldestEntryDate(queue: String) async throws -> Date? {
+        try await read("find the oldest entry") { db in
+            try Double.fetchOne(
+                db,
+                sql: "SELECT MIN(createdAt) FROM entry WHERE queue = ? AND deadAt IS NULL",
+                arguments: [queue]
+            ).map { Date(timeIntervalSince1970: $0) }
+        }
+    }
+
     public func list(queue: String) async throws -> [OfflineEntry] {
         try await read("list entries") { db in
             Self.entries(
