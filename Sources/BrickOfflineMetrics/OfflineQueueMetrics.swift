@@ -5,7 +5,7 @@ public import ServiceLifecycle
 
 /// Records a ``BrickOffline/PersistentRequestQueue`` through swift-metrics, as a `Service` of
 /// swift-service-lifecycle: run it beside the queue (in a `ServiceGroup`, or a task of your own);
-/// it records until the queue is closed or its task is cancelled.
+/// it records until the queue is closed, graceful shutdown begins, or its task is cancelled.
 ///
 /// ```swift
 /// let group = ServiceGroup(
@@ -41,8 +41,14 @@ public struct OfflineQueueMetrics: Service {
         self.factory = factory
     }
 
-    /// Records until the queue is closed (its event streams end) or the task is cancelled.
+    /// Records until the queue is closed (its event streams end), graceful shutdown begins, or the
+    /// task is cancelled.
     public func run() async {
+        let recorder = self
+        await cancelWhenGracefulShutdown { await recorder.record() }
+    }
+
+    private func record() async {
         let factory = self.factory ?? MetricsSystem.factory
         let name = [("brick.queue", queue.name)]
         let depth = Gauge(label: "brick.queue.depth", dimensions: name, factory: factory)

@@ -1,9 +1,11 @@
 import BrickLifecycle
 import BrickOffline
+import BrickOfflineMetrics
 import BrickRequest
 import BrickTestServer
 import Foundation
 import Logging
+import MetricsTestKit
 import ServiceLifecycle
 import Testing
 
@@ -55,7 +57,11 @@ struct LifecycleServiceTests {
                 )
                 for amount in 1...4 { try await queue.add(RecordSale(url, amount: amount)) }
                 let group = ServiceGroup(
-                    services: [OfflineQueueService(queue, gracePeriod: .seconds(30))],
+                    // The metrics recorder beside it ends at graceful shutdown too.
+                    services: [
+                        OfflineQueueService(queue, gracePeriod: .seconds(30)),
+                        OfflineQueueMetrics(queue, factory: TestMetrics()),
+                    ],
                     logger: Logger(label: "test")
                 )
                 let running = Task { try await group.run() }
