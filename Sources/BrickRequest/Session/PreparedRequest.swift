@@ -20,10 +20,12 @@ struct PreparedRequest: Sendable {
     let caching: ResponseCaching?
     /// The session's instruments' observers of this request; `nil` when none observes it.
     let observation: Observation?
-    /// Where the request logs: its endpoint's ``RequestType/logger``, or the session's.
-    let logger: Logger
+    /// The endpoint's own ``RequestType/logger`` (`nil`, the common case, costs no copy).
+    let ownLogger: Logger?
     /// Whether ``logger`` takes `debug` messages (the per-request events).
     let logsRequests: Bool
+    /// Where the request logs: its endpoint's ``RequestType/logger``, or the session's.
+    var logger: Logger { ownLogger ?? session.logger }
     /// The endpoint's ``RequestType/operationName``.
     let operationName: String?
 
@@ -43,13 +45,8 @@ struct PreparedRequest: Sendable {
         if let imposedCache { caching?.cache = imposedCache }  // a test's replacement: never the app's cache
         self.caching = caching
         operationName = request.operationName
-        if let own = request.logger {
-            logger = own
-            logsRequests = own.logLevel <= .debug
-        } else {
-            logger = session.logger
-            logsRequests = session.logsRequests
-        }
+        ownLogger = request.logger
+        logsRequests = ownLogger.map { $0.logLevel <= .debug } ?? session.logsRequests
         // In the caller's context: an instrument reads its task-local values (a trace) here.
         observation =
             if case .success(let transportRequest) = rendered {

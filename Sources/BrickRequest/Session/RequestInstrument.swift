@@ -112,8 +112,9 @@ extension Session {
     func observation(of request: TransportRequest, operation: String?, attemptsBefore: Int = 0) -> Observation? {
         guard !instruments.isEmpty else { return nil }
         var observers: [any RequestObserver] = []
-        for instrument in instruments {
-            if let observer = instrument.observe(request, operation: operation) { observers.append(observer) }
+        // By index: the loop then borrows each instrument instead of copying the existential.
+        for index in instruments.indices {
+            if let observer = instruments[index].observe(request, operation: operation) { observers.append(observer) }
         }
         return observers.isEmpty ? nil : Observation(observers, attemptsBefore: attemptsBefore)
     }
