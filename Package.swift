@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "BrickTestServer", targets: ["BrickTestServer"]),
         .library(name: "BrickOfflinePostgres", targets: ["BrickOfflinePostgres"]),
         .library(name: "BrickLifecycle", targets: ["BrickLifecycle"]),
+        .library(name: "BrickOpenAPI", targets: ["BrickOpenAPI"]),
         .library(name: "BrickMetrics", targets: ["BrickMetrics"]),
         .library(name: "BrickOfflineMetrics", targets: ["BrickOfflineMetrics"]),
         .library(name: "BrickTracing", targets: ["BrickTracing"]),
@@ -26,6 +27,8 @@ let package = Package(
         // bootstraps a backend). The floors are the versions tested.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.0"),
+        // Only BrickOpenAPI builds this (swift-http-types is its one dependency).
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.0"),
         // Only BrickOfflinePostgres builds these two (and what they bring: NIO's SSL, crypto).
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
@@ -78,6 +81,16 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // A ClientTransport of swift-openapi-runtime on a Session: generated clients get the
+        // session's transport, retries, parking, cache and instruments.
+        .target(
+            name: "BrickOpenAPI",
+            dependencies: [
+                "BrickRequest",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
         // The offline queue and manager as swift-service-lifecycle Services (graceful shutdown).
@@ -205,6 +218,17 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
+        ),
+        // The client in Generated/ is swift-openapi-generator's output for openapi.yaml, committed
+        // (Scripts/generate-openapi-client.sh regenerates it), so CI never builds the generator.
+        .testTarget(
+            name: "BrickOpenAPITests",
+            dependencies: [
+                "BrickOpenAPI", "BrickRequest", "BrickTestServer",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml"]
         ),
         .testTarget(
             name: "BrickInstrumentTests",

@@ -294,6 +294,8 @@ extension RequestBody {
             switch segment {
             case .data(let bytes): data.append(bytes)
             case .file(let path): data.append(try Data(contentsOf: URL(fileURLWithPath: path)))
+            case .stream:
+                throw BrickError(.invalidRequest, message: "a streamed body (RequestBodySource) is not collected here")
             }
         }
         return data

@@ -117,6 +117,8 @@ static inline size_t ccurl_writefunc_pause(void) { return CURL_WRITEFUNC_PAUSE; 
 static inline int ccurl_prereqfunc_ok(void) { return 0; /* CURL_PREREQFUNC_OK */ }
 static inline int ccurl_prereqfunc_abort(void) { return 1; /* CURL_PREREQFUNC_ABORT */ }
 static inline int ccurl_pause_continue(void) { return CURLPAUSE_CONT; }
+static inline int ccurl_pause_receive_only(void) { return CURLPAUSE_RECV; }
+static inline int ccurl_readfunc_pause(void) { return CURL_READFUNC_PAUSE; }
 static inline curl_socket_t ccurl_socket_bad(void) { return CURL_SOCKET_BAD; }
 static inline int ccurl_sock_cloexec(void) { return SOCK_CLOEXEC; }
 static inline long ccurl_error_size(void) { return CURL_ERROR_SIZE; }

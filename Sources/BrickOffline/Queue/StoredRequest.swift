@@ -50,6 +50,11 @@ struct StoredRequest: Codable, Sendable, Hashable {
                     defer { try? handle.close() }
                     let data = (try? handle.read(upToCount: Self.maxBodyBytes + 1)).flatMap { $0 } ?? Data()
                     bytes.append(data)
+                case .stream:
+                    throw BrickError(
+                        .invalidRequest,
+                        message: "a streamed body cannot be stored for later: give the entry its bytes or a file"
+                    )
                 }
                 if bytes.count > Self.maxBodyBytes {
                     throw BrickError(

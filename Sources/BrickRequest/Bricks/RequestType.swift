@@ -55,6 +55,10 @@ public protocol RequestType: AnyObject {
     /// request's span after it, and metrics carry it as `brick.operation`. Default `nil` (spans
     /// are named after the method, as OpenTelemetry's HTTP conventions say).
     var operationName: String? { get }
+    /// A body of your own — bytes, a file, a stream (``RequestBodySource``) — sent as it is, with
+    /// the `Content-Type` of your ``headers``; text parameters then go in the query. Default `nil`:
+    /// the body is made from the parameters by ``parameterEncoding``.
+    var requestBody: RequestBody? { get }
     /// Where this request logs, or `nil` for its session's ``Session/logger``. Default `nil`. Its
     /// level is read when the request is prepared.
     var logger: Logger? { get }
@@ -89,6 +93,8 @@ extension RequestType {
     public var operationName: String? { nil }
     /// The session's.
     public var logger: Logger? { nil }
+    /// None: the parameters make the body.
+    public var requestBody: RequestBody? { nil }
 }
 
 extension RequestType where JSONBody == NoJSONBody {

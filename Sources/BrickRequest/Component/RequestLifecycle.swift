@@ -123,7 +123,7 @@ package final class RequestLifecycle: Sendable {
     /// Cancels the request. Returns the state it was in before (so a waiting request's handler can
     /// be told); does nothing once completed.
     @discardableResult
-    func cancel() -> RequestState {
+    package func cancel() -> RequestState {
         let (previous, task, registry) = storage.withLock {
             storage -> (RequestState, TransportTask?, Unmanaged<RunningRequests>?) in
             let previous = storage.state

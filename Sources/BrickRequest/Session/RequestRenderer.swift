@@ -31,7 +31,13 @@ enum RequestRenderer {
         }
 
         var encoding = request.parameterEncoding
-        if encoding == .automatic {
+        let ownBody = request.requestBody
+        if ownBody != nil {
+            if !parameters.files.isEmpty {
+                throw BrickError(.invalidRequest, message: "file parameters cannot be sent with a body of your own")
+            }
+            encoding = .query
+        } else if encoding == .automatic {
             if !parameters.files.isEmpty {
                 encoding = .multipart
             } else if method == .get || method == .head || method == .delete {
@@ -40,7 +46,7 @@ enum RequestRenderer {
                 encoding = .formURLEncoded
             }
         }
-        var body: RequestBody? = nil
+        var body: RequestBody? = ownBody
         var contentType: String? = nil
         switch encoding {
         case .automatic, .query:

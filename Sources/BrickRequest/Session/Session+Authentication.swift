@@ -17,7 +17,8 @@ extension Session {
             return await send(request, kind: kind, lifecycle: lifecycle, observation: prepared.observation)
         }
         var generation = try await signAndSend(request, kind, authenticator, lifecycle, prepared.observation)
-        guard case .success(let response) = generation.result, response.status == .unauthorized, !lifecycle.isCancelled
+        guard case .success(let response) = generation.result, response.status == .unauthorized, !lifecycle.isCancelled,
+            request.body?.canBeSentAgain ?? true
         else {
             return generation.result
         }

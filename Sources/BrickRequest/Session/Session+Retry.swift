@@ -79,6 +79,10 @@ extension Session {
                     status = lifecycle.takeReachabilityAtFailure() ?? reachability.status(for: host)
                 }
             }
+            if let body = request.body, !body.canBeSentAgain {
+                // A single-pass streamed body went out: the request cannot be sent again.
+                return result
+            }
             let action = engine.attemptFinished(
                 outcome,
                 elapsed: clock.elapsed(),

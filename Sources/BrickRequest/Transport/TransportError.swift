@@ -45,6 +45,9 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
         public static let invalidResponse = Kind("invalidResponse")
         /// A local file (request body source or response destination) could not be read or written.
         public static let fileIO = Kind("fileIO")
+        /// The request body's stream failed, made another length than declared, or (single-pass)
+        /// would have had to be sent a second time.
+        public static let requestBodyFailed = Kind("requestBodyFailed")
         /// The process ran out of a resource the request needs: file descriptors (`EMFILE`,
         /// `ENFILE`: ``osErrno`` says which) or memory for the response. Nothing was sent.
         public static let outOfResources = Kind("outOfResources")

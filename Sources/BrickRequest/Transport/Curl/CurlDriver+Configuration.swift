@@ -219,7 +219,11 @@ extension CurlDriver {
                 return EasyHandle.Method(post: false, postFieldSize: -1, noBody: false, customRequest: method.rawValue)
             }
         }
-        let length = try body.contentLength()
+        // A stream of unknown length: -1, and libcurl sends it with chunked transfer coding.
+        guard let length = try body.knownLength() else {
+            let custom = method == .post ? nil : method.rawValue
+            return EasyHandle.Method(post: true, postFieldSize: -1, noBody: false, customRequest: custom)
+        }
         if let declaredLength, declaredLength != length {
             throw TransportError(
                 .invalidRequest,

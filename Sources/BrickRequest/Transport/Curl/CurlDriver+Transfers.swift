@@ -21,6 +21,17 @@ extension CurlDriver {
         }
     }
 
+    /// Lets a paused streamed request body flow again: libcurl calls the read callback again
+    /// (the receiving side stays paused if its stream paused it).
+    func resumeUpload(_ transfer: Transfer) {
+        guard transfer.state == .active, let easy = transfer.easy, transfer.upload.paused else { return }
+        transfer.upload.paused = false
+        let code = curl_easy_pause(easy.raw, transfer.flow.receivePaused ? ccurl_pause_receive_only() : ccurl_pause_continue())
+        if code != CURLE_OK, transfer.state == .active {
+            finish(transfer, .failure(CurlErrorMapping.error(code: code, easy: easy, transfer: transfer)))
+        }
+    }
+
     /// The check before a request goes out (`CURLOPT_PREREQFUNCTION`): on a reused HTTP/1.x
     /// connection with input waiting, returns `false` and marks the transfer to start again on a
     /// new connection (see ``ConnectionRegistry``).
@@ -100,6 +111,7 @@ extension CurlDriver {
             guard let easy = transfer.easy else { continue }
             // A stream that paused its body is not idle: its consumer is behind.
             if transfer.idle.activity != transfer.idle.seen || transfer.idle.quietSince == 0 || transfer.flow.streamPaused
+                || transfer.upload.paused
                 || easy.offset(CURLINFO_PRETRANSFER_TIME_T) == 0
             {
                 transfer.idle.seen = transfer.idle.activity

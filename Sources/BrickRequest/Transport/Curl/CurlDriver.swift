@@ -32,6 +32,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         case cancel(Transfer)
         /// The transfer's stream wants its body again after pausing it.
         case resumeDelivery(Transfer)
+        /// The transfer's streamed request body has bytes again after the reader paused.
+        case resumeUpload(Transfer)
         /// A job of a task that prefers ``CurlTransport/taskExecutor``.
         case job(UnownedJob)
         /// The network changed: stop reusing the connections opened so far.
@@ -301,6 +303,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             }
         case .resumeDelivery(let transfer):
             resumeDelivery(transfer)
+        case .resumeUpload(let transfer):
+            resumeUpload(transfer)
         case .job(let job):
             if standby != nil {
                 deferred.append(.job(job))

@@ -37,6 +37,7 @@ extension CurlTransport {
                     switch segment {
                     case .data(let data): return "printf '%s' \(Self.quote(data))"
                     case .file(let path): return "cat \(Self.quote(path))"
+                    case .stream: return "printf '%s' '<a streamed body, not shown>'"
                     }
                 }
                 prefix = "{ " + parts.joined(separator: "; ") + "; } | "

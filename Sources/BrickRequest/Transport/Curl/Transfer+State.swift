@@ -68,6 +68,10 @@ extension Transfer {
         var length: Int64 = 0
         /// Bytes handed to libcurl so far.
         var sent: Int64 = 0
+        /// The pipe of the stream segment being read (``RequestBodySource``), if any.
+        var pipe: RequestBodyPipe?
+        /// libcurl holds the sending side paused (the read callback answered `CURL_READFUNC_PAUSE`).
+        var paused = false
 
         /// Back to the first byte (a new hop, or libcurl rewinding).
         mutating func rewind() {
@@ -75,6 +79,9 @@ extension Transfer {
             segmentOffset = 0
             sent = 0
             file.close()
+            pipe?.close()
+            pipe = nil
+            paused = false
         }
     }
 

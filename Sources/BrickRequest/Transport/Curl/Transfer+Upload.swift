@@ -46,8 +46,43 @@ extension Transfer {
                     continue
                 }
                 filled += count
+            case .stream(let source):
+                if upload.pipe == nil {
+                    guard let pipe = source.open(resumeReader: { [weak self] in
+                        if let self { self.driver.submit(.resumeUpload(self)) }
+                    })
+                    else {
+                        abortError = TransportError(
+                            .requestBodyFailed,
+                            message: "the request body is a single-pass stream that was sent already; it cannot be sent again",
+                            requestBytesSent: true
+                        )
+                        return Int(ccurl_readfunc_abort())
+                    }
+                    upload.pipe = pipe
+                }
+                switch upload.pipe!.read(into: buffer + filled, capacity: capacity - filled) {
+                case .bytes(let count):
+                    filled += count
+                case .end:
+                    upload.pipe?.close()
+                    upload.pipe = nil
+                    upload.segmentIndex += 1
+                    upload.segmentOffset = 0
+                case .pause:
+                    if filled > 0 { return finishRead(filled) }
+                    upload.paused = true
+                    return Int(ccurl_readfunc_pause())
+                case .failed(let reason):
+                    abortError = TransportError(.requestBodyFailed, message: reason, requestBytesSent: true)
+                    return Int(ccurl_readfunc_abort())
+                }
             }
         }
+        return finishRead(filled)
+    }
+
+    private func finishRead(_ filled: Int) -> Int {
         upload.sent += Int64(filled)
         idle.activity &+= Int64(filled)
         return filled
@@ -56,6 +91,15 @@ extension Transfer {
     /// libcurl asks to rewind when it must send the body again on the same handle.
     func rewindBody(to offset: Int64) -> Int32 {
         guard offset == 0 else { return ccurl_seekfunc_cantseek() }
+        if let body = request.body, !body.canBeSentAgain {
+            // A single-pass stream that started cannot go out again (a redirect that keeps the body).
+            abortError = TransportError(
+                .requestBodyFailed,
+                message: "the request body is a single-pass stream that was sent already; it cannot be sent again",
+                requestBytesSent: true
+            )
+            return ccurl_seekfunc_cantseek()
+        }
         upload.rewind()
         return ccurl_seekfunc_ok()
     }

@@ -147,6 +147,9 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     func closeFiles() {
         bodyFile.descriptor.close()
         upload.file.close()
+        // A streamed body's producer stops with the transfer.
+        upload.pipe?.close()
+        upload.pipe = nil
     }
 
     /// Clears what one hop received, before the first or a redirected hop starts.
