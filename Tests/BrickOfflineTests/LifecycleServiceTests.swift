@@ -9,14 +9,17 @@ import MetricsTestKit
 import ServiceLifecycle
 import Testing
 
-/// Graceful shutdown under swift-service-lifecycle, with requests in flight.
+/// Graceful shutdown under swift-service-lifecycle, with requests in flight. The server holds each
+/// request 5 s, so that the two in flight are still there when shutdown begins however loaded the
+/// machine is (under the whole suite, over a second once passed between seeing them arrive and
+/// triggering shutdown, with 1 s requests).
 @Suite("Lifecycle: the manager and the queue as Services, shut down with work in flight", .timeLimit(.minutes(2)))
 struct LifecycleServiceTests {
     @Test("manager: shutdown lets the attempts under way finish, takes nothing new, loses nothing", arguments: StoreKind.allCases)
     func manager(kind: StoreKind) async throws {
         try await withServer { server in
             try await withStorePlace(kind) { place in
-                let url = server.baseURL + "/delay/1"
+                let url = server.baseURL + "/delay/5"
                 let store = try await place.open("svc")
                 let manager = OfflineRequestManager(name: "svc", store: store, session: session())
                 manager.simultaneousRequestCap = 2
@@ -26,18 +29,18 @@ struct LifecycleServiceTests {
                     logger: Logger(label: "test")
                 )
                 let running = Task { try await group.run() }
-                await eventually { server.requests(path: "/delay/1").count == 2 }
+                await eventually { server.requests(path: "/delay/5").count == 2 }
                 await group.triggerGracefulShutdown()
                 try await running.value
                 // The two in flight finished and were stored as finished; nothing new was taken.
-                #expect(server.requests(path: "/delay/1").count == 2)
+                #expect(server.requests(path: "/delay/5").count == 2)
                 #expect(await manager.totalRequestCount == 2)
                 // The next manager on the store delivers the rest.
                 let next = OfflineRequestManager(name: "svc", store: store, session: session())
                 next.attemptSubmission()
                 await next.waitUntilEmpty()
                 next.close()
-                let amounts = server.requests(path: "/delay/1").map { String(decoding: $0.body, as: UTF8.self) }
+                let amounts = server.requests(path: "/delay/5").map { String(decoding: $0.body, as: UTF8.self) }
                 #expect(amounts.sorted() == (1...4).map { "amount=\($0)" })
             }
         }
@@ -47,7 +50,7 @@ struct LifecycleServiceTests {
     func queue(kind: StoreKind) async throws {
         try await withServer { server in
             try await withStorePlace(kind) { place in
-                let url = server.baseURL + "/delay/1"
+                let url = server.baseURL + "/delay/5"
                 let store = try await place.open("svc")
                 let queue = PersistentRequestQueue(
                     name: "svc",
@@ -65,16 +68,16 @@ struct LifecycleServiceTests {
                     logger: Logger(label: "test")
                 )
                 let running = Task { try await group.run() }
-                await eventually { server.requests(path: "/delay/1").count == 2 }
+                await eventually { server.requests(path: "/delay/5").count == 2 }
                 await group.triggerGracefulShutdown()
                 try await running.value
-                #expect(server.requests(path: "/delay/1").count == 2)
+                #expect(server.requests(path: "/delay/5").count == 2)
                 #expect(await queue.count == 2)
                 let next = PersistentRequestQueue(name: "svc", store: store, session: session())
                 next.startProcessing()
                 await next.waitUntilEmpty()
                 await next.close()
-                let amounts = server.requests(path: "/delay/1").map { String(decoding: $0.body, as: UTF8.self) }
+                let amounts = server.requests(path: "/delay/5").map { String(decoding: $0.body, as: UTF8.self) }
                 #expect(amounts.sorted() == (1...4).map { "amount=\($0)" })
             }
         }
