@@ -123,7 +123,7 @@ private final class RequestMetrics: RequestObserver {
 
 /// The start of the attempt under way, on the monotonic clock.
 private final class MetricsClock: Sendable {
-    private let start = Mutex(ContinuousClock.now)
+    private let start = Lock(ContinuousClock.now)
 
     func reset() { start.withLock { $0 = .now } }
 

@@ -209,7 +209,7 @@ final class OperationExchange: Sendable {
         var completed = false
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     let pipe: ResponseBodyPipe
 
     init(pipe: ResponseBodyPipe) {

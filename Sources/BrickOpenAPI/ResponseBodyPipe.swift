@@ -20,7 +20,7 @@ final class ResponseBodyPipe: Sendable {
         var provisional = false
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     let highWater: Int
     /// What tests watch (backlog, pauses), or `nil`.
     let monitor: BodyMonitor?
@@ -163,7 +163,7 @@ package final class BodyMonitor: Sendable {
         var sources: [RequestBodySource] = []
     }
 
-    private let figures = Mutex(Figures())
+    private let figures = Lock(Figures())
 
     package init() {}
 

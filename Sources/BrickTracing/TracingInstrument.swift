@@ -54,7 +54,7 @@ private final class RequestSpans: RequestObserver {
     let tracer: any Tracer
     let context: ServiceContext
     let operation: String?
-    private let current = Mutex<(any Span)?>(nil)
+    private let current = Lock<(any Span)?>(nil)
 
     init(tracer: any Tracer, context: ServiceContext, operation: String?) {
         self.tracer = tracer

@@ -302,7 +302,7 @@ struct BrickRequestTransportTests {
 
 /// Records the operation name of every request it sees.
 private final class NameRecorder: RequestInstrument {
-    let names = Mutex<[String?]>([])
+    let names = Lock<[String?]>([])
 
     func observe(_ request: TransportRequest, operation: String?) -> (any RequestObserver)? {
         names.withLock { $0.append(operation) }

@@ -132,7 +132,7 @@ final class RequestBodyPipe: Sendable {
         var spaceWaiter: CheckedContinuation<Void, any Error>?
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let capacity: Int
     private let expectedLength: Int64?
     private let resumeReader: @Sendable () -> Void
