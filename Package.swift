@@ -29,7 +29,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.0"),
         // Only BrickOpenAPI builds this (swift-http-types is its one dependency).
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.0"),
-        // Only BrickOfflinePostgres builds these two (and what they bring: NIO's SSL, crypto).
+        // Only BrickOfflinePostgres builds postgres-nio and NIO's SSL (and crypto); swift-service-
+        // lifecycle is built by the products that offer Services (BrickLifecycle, the metrics ones).
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
@@ -108,6 +109,7 @@ let package = Package(
             dependencies: [
                 "BrickRequest",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),

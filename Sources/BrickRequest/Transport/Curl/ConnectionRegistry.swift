@@ -51,13 +51,31 @@ struct ConnectionRegistry {
     /// How many sockets are open (for tests and diagnostics).
     var openCount: Int { unkeyed.count + keys.count }
 
-    /// libcurl opened `socket`.
-    mutating func opened(_ socket: Int32) {
+    /// The destination (host, port) of each open socket, for ``openCounts``.
+    private var destinations: [Int32: Destination] = [:]
+
+    /// A connection's destination, as the request that opened it named it.
+    struct Destination: Hashable {
+        var host: String
+        var port: Int
+    }
+
+    /// Open sockets by destination.
+    var openCounts: [Destination: Int] {
+        var counts: [Destination: Int] = [:]
+        for destination in destinations.values { counts[destination, default: 0] += 1 }
+        return counts
+    }
+
+    /// libcurl opened `socket` for a request to `destination`.
+    mutating func opened(_ socket: Int32, to destination: Destination) {
         unkeyed.append(socket)
+        destinations[socket] = destination
     }
 
     /// libcurl closed `socket`.
     mutating func closed(_ socket: Int32) {
+        destinations[socket] = nil
         if let key = keys.removeValue(forKey: socket) {
             if connections[key]?.socket == socket { connections[key] = nil }
         } else if let index = unkeyed.firstIndex(of: socket) {

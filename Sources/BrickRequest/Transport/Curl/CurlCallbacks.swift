@@ -38,7 +38,8 @@ enum CurlCallbacks {
             if socket < 0 {
                 transfer.connection.socketErrno = failure
             } else {
-                transfer.driver.connections.opened(socket)
+                let request = transfer.request
+                transfer.driver.connections.opened(socket, to: .init(host: request.host, port: request.port))
             }
         }
         return socket < 0 ? ccurl_socket_bad() : socket

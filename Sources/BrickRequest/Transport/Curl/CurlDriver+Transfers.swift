@@ -32,6 +32,24 @@ extension CurlDriver {
         }
     }
 
+    /// Open connections by destination, and how many of them carry no transfer now (an HTTP/1.1
+    /// reading: each transfer under way holds one connection; HTTP/2 streams share one, so idle
+    /// ones are then undercounted).
+    func connectionCounts() -> [CurlTransport.HostConnections] {
+        var busy: [ConnectionRegistry.Destination: Int] = [:]
+        for transfer in active {
+            busy[.init(host: transfer.request.host, port: transfer.request.port), default: 0] += 1
+        }
+        return connections.openCounts.map { destination, open in
+            CurlTransport.HostConnections(
+                host: destination.host,
+                port: destination.port,
+                open: open,
+                idle: max(0, open - (busy[destination] ?? 0))
+            )
+        }.sorted { ($0.host, $0.port) < ($1.host, $1.port) }
+    }
+
     /// The check before a request goes out (`CURLOPT_PREREQFUNCTION`): on a reused HTTP/1.x
     /// connection with input waiting, returns `false` and marks the transfer to start again on a
     /// new connection (see ``ConnectionRegistry``).

@@ -42,6 +42,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         case safePoint(SafePointWork)
         /// Read or clear the cookie store, on the driver (libcurl's cookie data is the driver's).
         case cookies(CookieOperation)
+        /// Count the connections by destination, on the driver.
+        case connectionCounts(@Sendable ([CurlTransport.HostConnections]) -> Void)
         case shutdown
     }
 
@@ -319,6 +321,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
             networkChangedAt = Self.monotonicNanoseconds()
         case .cookies(let operation):
             run(operation)
+        case .connectionCounts(let answer):
+            answer(connectionCounts())
         case .shutdown:
             running = false
         }

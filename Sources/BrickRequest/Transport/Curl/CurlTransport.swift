@@ -108,6 +108,30 @@ public final class CurlTransport: Transport, ResumingTransport {
         }
     }
 
+    /// The connections of one destination (``connectionCounts()``).
+    public struct HostConnections: Sendable, Hashable {
+        /// The host, as the requests named it.
+        public var host: String
+        /// The port.
+        public var port: Int
+        /// Connections open now (connecting ones included).
+        public var open: Int
+        /// Open connections that carry no transfer now: kept for reuse.
+        public var idle: Int
+    }
+
+    /// The transport's open connections by destination, and how many are idle (kept for reuse).
+    /// Read on the transport's thread between two rounds of I/O; nothing is counted per request.
+    /// Idle connections are counted as HTTP/1.1 uses them (each transfer under way holds one); an
+    /// HTTP/2 connection carrying several streams makes the idle count low.
+    ///
+    /// - Returns: One entry per destination with an open connection, sorted by host and port.
+    public func connectionCounts() async -> [HostConnections] {
+        await withCheckedContinuation { (continuation: CheckedContinuation<[HostConnections], Never>) in
+            driver.submit(.connectionCounts { continuation.resume(returning: $0) })
+        }
+    }
+
     /// Forgets every cookie the transport holds (a logout); later requests send none until a
     /// server sets new ones.
     public func removeAllCookies() async {
