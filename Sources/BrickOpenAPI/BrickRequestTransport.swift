@@ -1,10 +1,8 @@
 public import BrickRequest
-import FoundationEssentials
+public import FoundationEssentials
 public import HTTPTypes
 public import OpenAPIRuntime
 import Synchronization
-
-public import struct Foundation.URL
 
 /// A swift-openapi-runtime `ClientTransport` that sends a generated client's operations through a
 /// ``BrickRequest/Session``: its transport (libcurl), retries keyed to reachability and parking,

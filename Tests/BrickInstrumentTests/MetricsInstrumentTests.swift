@@ -30,7 +30,7 @@ struct MetricsInstrumentTests {
         server.script("/flaky", [.status(503), .ok("fine")])
         let metrics = TestMetrics()
         let session = Session(instruments: [MetricsInstrument(factory: metrics)])
-        let response = try await Traced(server.baseURL + "/flaky", session: session, operation: "GetFlaky").response()
+        let response = await Traced(server.baseURL + "/flaky", session: session, operation: "GetFlaky").response()
         #expect(response.status == .ok)
         let base = [
             ("http.request.method", "GET"), ("server.address", "127.0.0.1"), ("server.port", String(server.port)),

@@ -36,8 +36,8 @@ struct TracingInstrumentTests {
         let parent = tracer.startSpan("caller")
         var context = ServiceContext.topLevel
         context = parent.context
-        let response = try await ServiceContext.withValue(context) {
-            try await Traced(server.baseURL + "/flaky?token=secret", session: session).response()
+        let response = await ServiceContext.withValue(context) {
+            await Traced(server.baseURL + "/flaky?token=secret", session: session).response()
         }
         parent.end()
         #expect(response.status == .ok)
