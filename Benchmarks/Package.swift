@@ -21,6 +21,8 @@ let package = Package(
         .package(path: ".."),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // The raw SQLite baselines of offline-bench and cache-bench: the same library as the store.
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         .executableTarget(
@@ -36,6 +38,7 @@ let package = Package(
             dependencies: [
                 .product(name: "BrickOffline", package: parentIdentity),
                 .product(name: "BrickRequest", package: parentIdentity),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .executableTarget(
@@ -43,6 +46,7 @@ let package = Package(
             dependencies: [
                 .product(name: "BrickOffline", package: parentIdentity),
                 .product(name: "BrickRequest", package: parentIdentity),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "BrickTestServer", package: parentIdentity),
             ]
         ),

@@ -1,6 +1,9 @@
 // offline-bench [DIRECTORY]
 //
-// The offline store's figures, in one run (no network; requests are stored, never sent):
+// The offline store's figures, in one run (no network; requests are stored, never sent), beside a
+// baseline measured in the same run on the same disk: raw SQLite through GRDB (the store's library)
+// with the store's table and settings, one commit per add and 240 adds per commit, a 600-byte
+// payload. One producer is compared with the first, sixteen with the second.
 //   - durable adds per second through PersistentRequestQueue.add, synchronous=FULL (and NORMAL),
 //     with 1 and with 16 producers (group commit shares one transaction among concurrent adds);
 //   - the time to reopen a store holding 100,000 pending entries, and to count them and lease the
@@ -24,6 +27,7 @@ func seconds(_ duration: Duration) -> Double {
 
 let root = CommandLine.arguments.dropFirst().first.map { URL(fileURLWithPath: $0) }
     ?? URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("offline-bench-\(getpid())")
+try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(at: root) }
 // Nothing listens here, and every entry is scheduled far ahead: the queue never sends.
 let request = try TransportRequest(
@@ -36,8 +40,39 @@ let later = PersistentRequestQueue.EntryOptions(notBefore: .distantFuture)
 let session = Session(reachability: AlwaysReachable())
 let clock = ContinuousClock()
 
-print("| store | producers | adds | seconds | adds/s |")
-print("|---|---:|---:|---:|---:|")
+// The baseline first, in the same run and on the same disk: raw SQLite through GRDB with the
+// store's table, one commit per add, and 240 adds per commit.
+let rawPayload = 600
+// OFFLINE_BENCH_PROFILE=1: only 2,000 adds of one producer (for a profiler), nothing else.
+if ProcessInfo.processInfo.environment["OFFLINE_BENCH_PROFILE"] == "async" {
+    let rate = try await RawSQLite.asyncAdds(at: root.appendingPathComponent("a.sqlite").path, synchronous: "FULL", total: 2000, payload: 600)
+    print("raw async adds/s", Int(rate))
+    exit(0)
+}
+if ProcessInfo.processInfo.environment["OFFLINE_BENCH_PROFILE"] == "1" {
+    let queue = try PersistentRequestQueue(name: "profile", directory: root, session: session)
+    for _ in 0..<2_000 { try await queue.add(request, options: later) }
+    exit(0)
+}
+var baseline: [String: (single: Double, batched: Double)] = [:]
+print("| raw SQLite (GRDB, same table, WAL) | synchronous | rows | adds/s |")
+print("|---|---|---:|---:|")
+for synchronous in ["FULL", "NORMAL"] {
+    let single = try RawSQLite.adds(
+        at: root.appendingPathComponent("raw-single-\(synchronous).sqlite").path,
+        synchronous: synchronous, total: 2_000, perCommit: 1, payload: rawPayload
+    )
+    let batched = try RawSQLite.adds(
+        at: root.appendingPathComponent("raw-batched-\(synchronous).sqlite").path,
+        synchronous: synchronous, total: 24_000, perCommit: 240, payload: rawPayload
+    )
+    baseline[synchronous.lowercased()] = (single, batched)
+    print("| one commit per add | \(synchronous) | 2000 | \(Int(single)) |")
+    print("| 240 adds per commit | \(synchronous) | 24000 | \(Int(batched)) |")
+}
+print("")
+print("| store | producers | adds | seconds | adds/s | vs raw |")
+print("|---|---:|---:|---:|---:|---:|")
 for synchronous in [SQLiteOfflineStore.Synchronous.full, .normal] {
     for (producers, perProducer) in [(1, 2_000), (16, 1_500)] {
         let name = "adds-\(synchronous)-\(producers)"
@@ -58,9 +93,13 @@ for synchronous in [SQLiteOfflineStore.Synchronous.full, .normal] {
             }
         }
         let total = producers * perProducer
+        let rate = Double(total) / seconds(elapsed)
+        // One producer is held to one commit per add; sixteen to the batched baseline.
+        let raw = baseline["\(synchronous)"].map { producers == 1 ? $0.single : $0.batched } ?? rate
+        let against = producers == 1 ? "one commit per add" : "240 per commit"
         print(
             "| \(synchronous) | \(producers) | \(total) | \(String(format: "%.2f", seconds(elapsed))) | "
-                + "\(Int(Double(total) / seconds(elapsed))) |"
+                + "\(Int(rate)) | \(String(format: "%.2f", rate / raw))× (\(against)) |"
         )
     }
 }

@@ -7,10 +7,15 @@ import Synchronization
 extension SQLiteOfflineStore {
     public func add(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy) async throws -> [OfflineEntry.ID] {
         try await groupCommit.submit(GroupCommit.Batch(drafts: drafts, dedupe: dedupe)) { batches in
-            // One transaction for every waiting batch; each batch in its own savepoint, so a
-            // duplicate refuses only its own batch.
+            // One transaction for every waiting batch, written on the committer's thread (a hop to
+            // GRDB's writer queue and back would cost more than the commit); with several batches,
+            // each in its own savepoint, so that a duplicate refuses only its own batch.
             do {
-                return try await self.pool.write { db -> [Result<[OfflineEntry.ID], OfflineStoreError>] in
+                return try self.pool.write { db -> [Result<[OfflineEntry.ID], OfflineStoreError>] in
+                    if batches.count == 1 {
+                        // Alone in its transaction: a refusal rolls the transaction back.
+                        return [.success(try Self.insert(batches[0], into: db))]
+                    }
                     var results: [Result<[OfflineEntry.ID], OfflineStoreError>] = []
                     for batch in batches {
                         var outcome: Result<[OfflineEntry.ID], OfflineStoreError> = .success([])
@@ -27,6 +32,8 @@ extension SQLiteOfflineStore {
                     }
                     return results
                 }
+            } catch let refusal as OfflineStoreError {
+                return batches.map { _ in .failure(refusal) }
             } catch {
                 let failure = Self.storeError(error, doing: "add entries")
                 return batches.map { _ in .failure(failure) }
@@ -54,12 +61,13 @@ extension SQLiteOfflineStore {
                 }
                 try db.execute(sql: "DELETE FROM entry WHERE sequence = ?", arguments: [existing["sequence"] as? Int64])
             }
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO entry (id, queue, payload, idempotencyKey, dedupeKey, createdAt, notBefore,
                                        maxAttempts, expiresAt)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
+                    """
+            ).execute(
                 arguments: [
                     draft.id.uuidString, draft.queue, draft.payload, draft.idempotencyKey, draft.dedupeKey,
                     draft.createdAt.timeIntervalSince1970, draft.notBefore.timeIntervalSince1970,
