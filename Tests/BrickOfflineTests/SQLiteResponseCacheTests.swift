@@ -2,6 +2,7 @@ import BrickOffline
 import BrickRequest
 import BrickTestServer
 import Foundation
+import GRDB
 import HTTPTypes
 import Testing
 
@@ -201,8 +202,7 @@ struct SQLiteResponseCacheTests {
             name: "lru",
             directory: URL(fileURLWithPath: path),
             maxBytes: 100_000,
-            fileThreshold: 3000,
-            recencyGranularity: .zero
+            fileThreshold: 3000
         )
         for index in 0..<10 { try cache.store(stored("http://h/\(index)", bytes: 5000)) }
         // Entry 0 is read (used) before the cache overflows: it outlives entries 1, 2, ….
@@ -218,6 +218,29 @@ struct SQLiteResponseCacheTests {
         // A response over a quarter of the bound is not stored at all.
         try cache.store(stored("http://h/huge", bytes: 30_000))
         #expect(try cache.cachedResponses(for: key("http://h/huge")).isEmpty)
+    }
+
+    @Test("a read writes nothing; the uses it noted are recorded by the next store or flush")
+    func readsWriteNothing() throws {
+        let path = NSTemporaryDirectory() + "brick-cache-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let cache = try SQLiteResponseCache(name: "reads", directory: URL(fileURLWithPath: path))
+        try cache.store(stored("http://h/a", bytes: 100))
+        try cache.flush()
+        let observer = try DatabaseQueue(path: cache.path)
+        func lastAccess() throws -> Double {
+            try observer.read { db in try Double.fetchOne(db, sql: "SELECT lastAccess FROM response") ?? 0 }
+        }
+        let (version, before) = try (observer.read { db in try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0 }, lastAccess())
+        let enqueued = cache.writesEnqueued
+        for _ in 0..<100 { #expect(try cache.cachedResponses(for: key("http://h/a")).count == 1) }
+        // Nothing was handed to the writer, and the file did not change.
+        #expect(cache.writesEnqueued == enqueued)
+        #expect(try observer.read { db in try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0 } == version)
+        #expect(try lastAccess() == before)
+        // The use is recorded by the next flush (or store), not by the reads.
+        try cache.flush()
+        #expect(try lastAccess() > before)
     }
 
     @Test("a second process reads what the first stored")

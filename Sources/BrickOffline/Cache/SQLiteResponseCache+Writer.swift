@@ -5,8 +5,8 @@ import GRDB
 import Logging
 import Synchronization
 
-/// The cache's writer of its own: every write — a stored response and its body file, a response's
-/// recency, a removal — runs on one serial queue, never on the caller's thread. A request's path
+/// The cache's writer of its own: every write — a stored response and its body file (with the
+/// uses of responses read since the last store), a removal — runs on one serial queue, never on the caller's thread. A request's path
 /// (which may be a transport's thread: a `response(_:)` handler, a task going on at its safe point)
 /// then does no disk write; a slow or full disk delays only the cache.
 ///
@@ -37,7 +37,6 @@ extension SQLiteResponseCache {
 
     enum WriteOperation: Sendable {
         case store(CachedResponse)
-        case touch([Int64], at: Double)
         case removeRows([Int64])
         case remove(CacheKey)
         case removeAll
@@ -51,6 +50,9 @@ extension SQLiteResponseCache {
             return (stores, pending.removedAll != nil || pending.removedKeys[key] != nil)
         }
     }
+
+    /// How many writes were handed to the writer so far (a read hands it none: for tests).
+    package var writesEnqueued: UInt64 { pending.withLock { $0.sequence } }
 
     /// Hands `operation` to the writer; returns `false` when a store is declined (the backlog is full).
     @discardableResult
@@ -76,7 +78,7 @@ extension SQLiteResponseCache {
                 pending.bytes = 0
                 pending.removedKeys = [:]
                 pending.removedAll = pending.sequence
-            case .touch, .removeRows:
+            case .removeRows:
                 pending.sequence += 1
             }
             pending.queue.append((pending.sequence, operation))
@@ -137,7 +139,6 @@ extension SQLiteResponseCache {
         do throws(BrickError) {
             switch operation {
             case .store(let response): try write([response])
-            case .touch(let ids, let now): try touch(ids, at: now)
             case .removeRows(let ids):
                 try remove(where: "id IN (\(ids.map { _ in "?" }.joined(separator: ",")))", StatementArguments(ids), doing: "remove damaged rows")
             case .remove(let key): try remove(where: "cacheKey = ?", [key.description], doing: "remove \(key)")
@@ -163,31 +164,41 @@ extension SQLiteResponseCache {
                 if pending.removedKeys[key] == sequence { pending.removedKeys[key] = nil }
             case .removeAll:
                 if pending.removedAll == sequence { pending.removedAll = nil }
-            case .touch, .removeRows:
+            case .removeRows:
                 break
             }
         }
     }
 
-    /// Records that rows were used (recency is a hint: a failure only costs eviction order).
-    private func touch(_ ids: [Int64], at now: Double) throws(BrickError) {
+    /// Records when rows were last used, inside a write's transaction (recency is a hint: a row
+    /// gone since is skipped).
+    static func recordUses(_ uses: [Int64: Double], in db: Database) throws {
+        guard !uses.isEmpty else { return }
+        let statement = try db.cachedStatement(sql: "UPDATE response SET lastAccess = ? WHERE id = ? AND lastAccess < ?")
+        for (id, at) in uses { try statement.execute(arguments: [at, id, at]) }
+    }
+
+    /// On the writer: records the uses noted since the last store (for ``flush()``).
+    private func recordNotedUses() {
+        let uses = recentUses.withLock { uses in
+            defer { uses = [:] }
+            return uses
+        }
+        guard !uses.isEmpty else { return }
         do {
-            try pool.write { db in
-                for id in ids {
-                    try db.execute(sql: "UPDATE response SET lastAccess = ? WHERE id = ?", arguments: [now, id])
-                }
-            }
+            try pool.write { db in try Self.recordUses(uses, in: db) }
         } catch {
-            throw Self.storageError(error, doing: "record recency")
+            record(Self.storageError(error, doing: "record recency"))
         }
     }
 
     /// Waits until every write handed to the writer so far is on disk (for another process, or
-    /// before looking at the files); throws the first write that failed since the last flush.
+    /// before looking at the files), with the uses of responses read since the last store;
+    /// throws the first write that failed since the last flush.
     ///
     /// - Throws: ``BrickRequest/BrickError`` (``BrickRequest/BrickError/Code/storage``).
     public func flush() throws(BrickError) {
-        writer.sync {}
+        writer.sync { recordNotedUses() }
         if let failure = pending.withLock({ pending in defer { pending.failure = nil }; return pending.failure }) {
             throw failure
         }

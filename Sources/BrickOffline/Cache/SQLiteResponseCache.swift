@@ -20,9 +20,11 @@ import Dispatch
 ///   a reader never sees a half-written entry, and a process killed mid-write leaves at most an
 ///   unreferenced file, swept at a later open.
 /// - **Size.** ``maxBytes`` bounds bodies, header fields and keys together; storing past it evicts
-///   the least recently used responses, by the cache's own index (recency is recorded at most
-///   every ``recencyGranularity`` per response, so that reads rarely write). A response larger
-///   than a quarter of the bound is not stored.
+///   the least recently used responses, by the cache's own index. A read writes nothing: it notes
+///   the use in memory, and the next store (which is the write that evicts) records the uses in
+///   its own transaction, before evicting; so does ``flush()``. Uses noted since the last of
+///   those are forgotten if the process ends (eviction order then falls back to the last
+///   recorded). A response larger than a quarter of the bound is not stored.
 /// - **Names and versions.** Caches of different names share nothing. Opening a cache with a
 ///   ``version`` other than the one it was written with drops every entry (a new app version
 ///   whose responses no longer decode).
@@ -54,8 +56,6 @@ public final class SQLiteResponseCache: ResponseCache {
     public let version: Int
     /// Bodies larger than this go to files.
     public let fileThreshold: Int
-    /// How often, at most, a read records that a response was used.
-    public let recencyGranularity: Duration
     /// Where a damaged file found at open was moved, if one was.
     public let recoveredFile: String?
 
@@ -69,6 +69,9 @@ public final class SQLiteResponseCache: ResponseCache {
     let writer = DispatchQueue(label: "brick-cache-writer")
     /// Writes handed to the writer and not applied yet, as reads must see them.
     let pending = Lock(PendingWrites())
+    /// Rows read since their use was last recorded, with when: written by the next store or
+    /// `flush()`, never by a read.
+    let recentUses = Lock([Int64: Double]())
 
     /// Opens (or creates) the cache `name` in `directory`.
     ///
@@ -79,16 +82,13 @@ public final class SQLiteResponseCache: ResponseCache {
     ///   - maxBytes: The bound. Default ``defaultMaxBytes``.
     ///   - version: Entries written with another version are dropped at open. Default 0.
     ///   - fileThreshold: Bodies larger than this go to files. Default ``defaultFileThreshold``.
-    ///   - recencyGranularity: How often, at most, a read of a response records its use. Default
-    ///     10 s.
     /// - Throws: ``BrickRequest/BrickError`` (``BrickRequest/BrickError/Code/storage``).
     public init(
         name: String,
         directory: URL? = nil,
         maxBytes: Int = SQLiteResponseCache.defaultMaxBytes,
         version: Int = 0,
-        fileThreshold: Int = SQLiteResponseCache.defaultFileThreshold,
-        recencyGranularity: Duration = .seconds(10)
+        fileThreshold: Int = SQLiteResponseCache.defaultFileThreshold
     ) throws(BrickError) {
         guard !name.isEmpty, name.utf8.allSatisfy({ $0.isStoreNameByte }) else {
             throw BrickError(.storage, message: "invalid cache name \(name.debugDescription)")
@@ -99,7 +99,6 @@ public final class SQLiteResponseCache: ResponseCache {
         self.maxBytes = max(0, maxBytes)
         self.version = version
         self.fileThreshold = max(0, fileThreshold)
-        self.recencyGranularity = recencyGranularity
         do {
             for made in [directory, bodiesDirectory] {
                 try FileManager.default.createDirectory(
@@ -166,11 +165,11 @@ public final class SQLiteResponseCache: ResponseCache {
             // A store not written yet replaces what is on disk for its variant.
             if overlaid.contains(response.variant) { continue }
             responses.append(response)
-            let lastAccess = (try? StoredColumn(row, "lastAccess").number()) ?? 0
-            if now - lastAccess >= recencyGranularity.seconds { used.append(id) }
+            used.append(id)
         }
         if !damaged.isEmpty { removeDamaged(damaged, key: key) }
-        if !used.isEmpty { enqueue(.touch(used, at: now)) }
+        // Noted in memory only: the next store records it (see `Size` above).
+        if !used.isEmpty { recentUses.withLock { uses in for id in used { uses[id] = now } } }
         return responses
     }
 
@@ -208,8 +207,14 @@ public final class SQLiteResponseCache: ResponseCache {
         let files = bodyFiles
         let sums = digests
         let removedFiles: [String]
+        let uses = recentUses.withLock { uses in
+            defer { uses = [:] }
+            return uses
+        }
         do {
             removedFiles = try pool.write { db -> [String] in
+                // The uses noted since the last store, before eviction reads the order.
+                try Self.recordUses(uses, in: db)
                 var removed: [String] = []
                 for (index, response) in responses.enumerated() {
                     removed += Self.deletableFiles(
