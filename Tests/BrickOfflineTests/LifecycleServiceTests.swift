@@ -46,6 +46,24 @@ struct LifecycleServiceTests {
         }
     }
 
+    @Test("manager: a grace period that ends with an attempt still running returns then; the request stays stored")
+    func managerDeadline() async throws {
+        try await withServer { server in
+            try await withDirectory { directory in
+                let store = try SQLiteOfflineStore(name: "deadline", directory: directory)
+                let manager = OfflineRequestManager(name: "deadline", store: store, session: session())
+                try await manager.queueRequest(RecordSale(server.baseURL + "/delay/5", amount: 1))
+                await eventually { server.requests(path: "/delay/5").count == 1 }
+                await manager.stop(gracePeriod: .milliseconds(100))
+                // Returned at the deadline, before the 5 s attempt ended: its request is still
+                // stored (an attempt that ended would have removed it).
+                #expect(await manager.totalRequestCount == 1)
+                // With no grace at all (a cancelled service), too.
+                await manager.stop(gracePeriod: .zero)
+            }
+        }
+    }
+
     @Test("queue: shutdown lets the attempts under way finish, takes nothing new, loses nothing", arguments: StoreKind.allCases)
     func queue(kind: StoreKind) async throws {
         try await withServer { server in

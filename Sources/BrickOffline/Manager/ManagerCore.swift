@@ -51,6 +51,8 @@ final class ManagerCore: Sendable {
         var decoders: [String: @Sendable (Data) throws -> any OfflineRequest] = [:]
         /// Callers of `stop(gracePeriod:)` waiting for the running attempts to end.
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
+        /// A `stop(gracePeriod:)` reached its deadline: nobody waits for the attempts any more.
+        var drainDeadlinePassed = false
     }
 
     let name: String
@@ -329,11 +331,12 @@ final class ManagerCore: Sendable {
     /// stored, and the next manager on the store attempts them again if they never finish.
     func stop(gracePeriod: Duration) async {
         close()
+        state.withLock { $0.drainDeadlinePassed = false }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 await withCheckedContinuation { continuation in
                     let now = self.state.withLock { state -> Bool in
-                        if state.running.isEmpty { return true }
+                        if state.running.isEmpty || state.drainDeadlinePassed { return true }
                         state.drainWaiters.append(continuation)
                         return false
                     }
@@ -342,14 +345,16 @@ final class ManagerCore: Sendable {
             }
             group.addTask { try? await Task.sleep(for: gracePeriod) }
             await group.next()
+            // The deadline came first (or the attempts ended): the waiting child must end too
+            // before the group returns — resumed now, or at once if it registers later.
+            let left = state.withLock { state in
+                state.drainDeadlinePassed = true
+                defer { state.drainWaiters = [] }
+                return state.drainWaiters
+            }
+            left.forEach { $0.resume() }
             group.cancelAll()
         }
-        // A waiter left by the deadline is resumed now, not leaked.
-        let left = state.withLock { state in
-            defer { state.drainWaiters = [] }
-            return state.drainWaiters
-        }
-        left.forEach { $0.resume() }
     }
 
     func shutdown() {
