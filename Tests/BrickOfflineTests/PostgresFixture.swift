@@ -151,7 +151,7 @@ final class StorePlace: Sendable {
     ) async throws -> any OfflineStore {
         switch kind {
         case .sqlite:
-            return try SQLiteOfflineStore(name: name, directory: directory)
+            return try await SQLiteOfflineStore.open(name: name, directory: directory)
         case .postgres:
             let client = RunningClient(try PostgresFixture.server().configuration())
             clients.withLock { $0.append(client) }

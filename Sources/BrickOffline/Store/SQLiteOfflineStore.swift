@@ -51,18 +51,75 @@ public final class SQLiteOfflineStore: OfflineStore {
 
     /// Opens (or creates) the store `name` in `directory`.
     ///
+    /// When another store object of this process still holds the file (a queue just dropped, whose
+    /// tasks are ending), this waits up to 2 s for it, blocking the calling thread; from a task,
+    /// prefer ``open(name:directory:synchronous:)``, which waits without blocking one (on a
+    /// 2-core machine, two blocked threads can be every thread that would let the old store go).
+    ///
     /// - Parameters:
     ///   - name: The store's name: letters, digits, `-`, `_` and `.`.
     ///   - directory: Where its files live; created (mode 0700) when missing.
     ///   - synchronous: How hard each commit is synced. Default ``Synchronous/full``.
     /// - Throws: ``OfflineStoreError``.
-    public init(name: String, directory: URL, synchronous: Synchronous = .full) throws {
+    public convenience init(name: String, directory: URL, synchronous: Synchronous = .full) throws {
+        let path = try Self.path(name: name, directory: directory)
+        var descriptor: Int32? = nil
+        for attempt in 0..<Self.lockAttempts {
+            descriptor = try Self.tryLock(path + ".lock")
+            if descriptor != nil { break }
+            if attempt < Self.lockAttempts - 1 { usleep(10_000) }
+        }
+        guard let descriptor else { throw Self.heldElsewhere(path) }
+        try self.init(path: path, lockDescriptor: descriptor, synchronous: synchronous)
+    }
+
+    /// Opens (or creates) the store `name` in `directory`, as ``init(name:directory:synchronous:)``
+    /// does, but waits for a store object of this process that still holds the file (up to 2 s)
+    /// without blocking the calling thread.
+    ///
+    /// - Parameters:
+    ///   - name: The store's name: letters, digits, `-`, `_` and `.`.
+    ///   - directory: Where its files live; created (mode 0700) when missing.
+    ///   - synchronous: How hard each commit is synced. Default ``Synchronous/full``.
+    /// - Returns: The store.
+    /// - Throws: ``OfflineStoreError``.
+    public static func open(name: String, directory: URL, synchronous: Synchronous = .full) async throws
+        -> SQLiteOfflineStore
+    {
+        let path = try Self.path(name: name, directory: directory)
+        for attempt in 0..<lockAttempts {
+            if let descriptor = try tryLock(path + ".lock") {
+                return try SQLiteOfflineStore(path: path, lockDescriptor: descriptor, synchronous: synchronous)
+            }
+            if attempt < lockAttempts - 1 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        throw heldElsewhere(path)
+    }
+
+    /// 200 tries, 10 ms apart: a store being closed (a queue just dropped, a process just killed)
+    /// lets go within moments.
+    private static let lockAttempts = 200
+
+    /// The database's path, the name checked and the directory made.
+    private static func path(name: String, directory: URL) throws -> String {
         guard !name.isEmpty, name.utf8.allSatisfy({ $0.isStoreNameByte }) else {
             throw OfflineStoreError(.io, message: "invalid store name \(name.debugDescription)")
         }
         try Self.makeDirectory(directory.path)
-        path = directory.appendingPathComponent(name + ".sqlite").path
-        lockDescriptor = try Self.lock(path + ".lock")
+        return directory.appendingPathComponent(name + ".sqlite").path
+    }
+
+    private static func heldElsewhere(_ path: String) -> OfflineStoreError {
+        OfflineStoreError(
+            .io,
+            message: "the store \(path) is open elsewhere (another process, or another store object in this one)"
+        )
+    }
+
+    /// Opens the store at `path`, whose lock `lockDescriptor` holds (closed here on failure).
+    private init(path: String, lockDescriptor: Int32, synchronous: Synchronous) throws {
+        self.path = path
+        self.lockDescriptor = lockDescriptor
         do {
             var recovered: String? = nil
             var opened: (DatabasePool, Int)
@@ -104,22 +161,15 @@ public final class SQLiteOfflineStore: OfflineStore {
         }
     }
 
-    private static func lock(_ path: String) throws -> Int32 {
+    /// The lock file's descriptor, locked; `nil` while another holds the lock.
+    private static func tryLock(_ path: String) throws -> Int32? {
         let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw OfflineStoreError(.io, message: "cannot open \(path): \(String(cString: strerror(errno)))")
         }
-        // A store being closed (a queue just dropped, a process just killed) lets go within
-        // moments: wait up to 2 s for it before refusing.
-        for attempt in 0..<200 {
-            if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return descriptor }
-            if attempt < 199 { usleep(10_000) }
-        }
+        if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return descriptor }
         close(descriptor)
-        throw OfflineStoreError(
-            .io,
-            message: "the store \(path) is open elsewhere (another process, or another store object in this one)"
-        )
+        return nil
     }
 
     private static func open(_ path: String, synchronous: Synchronous) throws -> (DatabasePool, Int) {
