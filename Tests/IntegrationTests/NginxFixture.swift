@@ -152,7 +152,7 @@ final class NginxFixture: Sendable {
         }
     }
 
-    private static func freePort() throws -> Int {
+    static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()
@@ -169,7 +169,7 @@ final class NginxFixture: Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    private static func canConnect(_ port: Int) -> Bool {
+    static func canConnect(_ port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()

@@ -10,7 +10,39 @@ import Glibc
 /// ``TransportError/Kind/outOfResources``, and the protocol violations libcurl reports as a lost
 /// connection or a local failure (``protocolViolation(code:message:transfer:osErrno:)``) are
 /// ``TransportError/Kind/invalidResponse``.
-enum CurlErrorMapping {
+package enum CurlErrorMapping {
+    /// What a TLS failure was, in words a reader acts on, before OpenSSL's own text; `nil` for
+    /// a code that is not a TLS failure of the handshake or the certificate.
+    ///
+    /// - Parameters:
+    ///   - code: libcurl's code (35 the handshake, 60 the certificate's verification).
+    ///   - message: libcurl's message (OpenSSL's reason).
+    package static func tlsDescription(code: Int, message: String) -> String? {
+        let lowered = message.lowercased()
+        switch code {
+        case 35:  // CURLE_SSL_CONNECT_ERROR
+            if lowered.contains("protocol version") || lowered.contains("unsupported protocol")
+                || lowered.contains("no protocols available")
+            {
+                return "TLS handshake failed: the server offers no TLS version this client accepts "
+                    + "(TLS 1.2 or later): \(message)"
+            }
+            if lowered.contains("wrong version number") {
+                return "TLS handshake failed: the server did not answer in TLS (plain HTTP on an https URL?): \(message)"
+            }
+            if lowered.contains("ssl_error_syscall") || lowered.contains("unexpected eof")
+                || lowered.contains("connection reset")
+            {
+                return "TLS handshake failed: the server closed the connection during the handshake: \(message)"
+            }
+            return "TLS handshake failed: \(message)"
+        case 60:  // CURLE_PEER_FAILED_VERIFICATION
+            return "the server's certificate was refused: \(message)"
+        default:
+            return nil
+        }
+    }
+
     static func error(code: CURLcode, easy: EasyHandle, transfer: Transfer) -> TransportError {
         let sent = easy.sentRequestBytes
         if let abort = transfer.abortError {
@@ -47,7 +79,7 @@ enum CurlErrorMapping {
         }
         return TransportError(
             kind(code: code, osErrno: osErrno),
-            message: message,
+            message: tlsDescription(code: Int(code.rawValue), message: message) ?? message,
             curlCode: Int(code.rawValue),
             osErrno: osErrno == 0 ? nil : osErrno,
             requestBytesSent: sent

@@ -1,0 +1,28 @@
+import BrickRequest
+import Testing
+
+@Suite("TLS failures described: what happened, before OpenSSL's text (table)")
+struct TLSDescriptionTests {
+    static let rows: [(code: Int, message: String, expected: String?)] = [
+        (35, "OpenSSL/3.0.22: error:0A00042E:SSL routines::tlsv1 alert protocol version",
+         "TLS handshake failed: the server offers no TLS version this client accepts (TLS 1.2 or later): OpenSSL/3.0.22: error:0A00042E:SSL routines::tlsv1 alert protocol version"),
+        (35, "error:0A000102:SSL routines::unsupported protocol",
+         "TLS handshake failed: the server offers no TLS version this client accepts (TLS 1.2 or later): error:0A000102:SSL routines::unsupported protocol"),
+        (35, "error:0A00010B:SSL routines::wrong version number",
+         "TLS handshake failed: the server did not answer in TLS (plain HTTP on an https URL?): error:0A00010B:SSL routines::wrong version number"),
+        (35, "OpenSSL SSL_connect: SSL_ERROR_SYSCALL in connection to 127.0.0.1:443 ",
+         "TLS handshake failed: the server closed the connection during the handshake: OpenSSL SSL_connect: SSL_ERROR_SYSCALL in connection to 127.0.0.1:443 "),
+        (35, "error:0A000410:SSL routines::sslv3 alert handshake failure",
+         "TLS handshake failed: error:0A000410:SSL routines::sslv3 alert handshake failure"),
+        (60, "SSL certificate problem: certificate has expired",
+         "the server's certificate was refused: SSL certificate problem: certificate has expired"),
+        (7, "Failed to connect", nil),
+        (90, "SSL: public key does not match pinned public key", nil),
+    ]
+
+    @Test("every row", arguments: rows.indices)
+    func row(_ index: Int) {
+        let row = Self.rows[index]
+        #expect(CurlErrorMapping.tlsDescription(code: row.code, message: row.message) == row.expected)
+    }
+}
