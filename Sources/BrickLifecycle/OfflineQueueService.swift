@@ -34,14 +34,18 @@ public struct OfflineQueueService: Service {
     /// Processes the queue until graceful shutdown or cancellation, then stops as described above.
     public func run() async throws {
         queue.startProcessing()
+        await queue.stopProcessing(gracePeriod: await graceAfterShutdown(gracePeriod))
+    }
+}
+
+/// Waits for graceful shutdown, then says how long the work under way may take to end:
+/// `gracePeriod`, or nothing when the task was cancelled instead.
+func graceAfterShutdown(_ gracePeriod: Duration) async -> Duration {
+    do {
         // Returns at graceful shutdown; throws when the task is cancelled.
-        let cancelled: Bool
-        do {
-            try await gracefulShutdown()
-            cancelled = false
-        } catch {
-            cancelled = true
-        }
-        await queue.stopProcessing(gracePeriod: cancelled ? .zero : gracePeriod)
+        try await gracefulShutdown()
+        return gracePeriod
+    } catch {
+        return .zero
     }
 }

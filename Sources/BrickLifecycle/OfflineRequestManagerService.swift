@@ -35,13 +35,6 @@ public struct OfflineRequestManagerService: Service {
     /// Submits requests until graceful shutdown or cancellation, then stops as described above.
     public func run() async throws {
         manager.attemptSubmission()
-        let cancelled: Bool
-        do {
-            try await gracefulShutdown()
-            cancelled = false
-        } catch {
-            cancelled = true
-        }
-        await manager.stop(gracePeriod: cancelled ? .zero : gracePeriod)
+        await manager.stop(gracePeriod: await graceAfterShutdown(gracePeriod))
     }
 }

@@ -2,7 +2,7 @@ import BrickOffline
 import Testing
 
 /// The group commit's decisions, without I/O: who commits, who waits, who commits next.
-@Suite("Group commit: who commits, who waits, who commits next (table)")
+@Suite("Group commit: who commits, who waits, who commits next (table)", .timeLimit(.minutes(1)))
 struct GroupCommitStateMachineTests {
     /// One step of a table row and what it must answer.
     enum Step {

@@ -7,14 +7,15 @@ import Testing
 /// OpenSSL peers with faulty TLS, started by the test: an expired certificate, a certificate for
 /// another host name, servers that offer only TLS 1.0 or only TLS 1.1, and a peer that hangs up in
 /// the middle of the handshake.
-final class TLSFaultPeers: @unchecked Sendable {  // set once in init; `servers` only read after
+final class TLSFaultPeers: Sendable {
     let directory: String
     let caFile: String
     let expiredPort: Int
     let wrongHostPort: Int
     let tls10Port: Int
     let tls11Port: Int
-    private var servers: [Int32] = []
+    /// The `s_server` processes, killed when the peers go.
+    private let servers: [Int32]
 
     init() throws {
         directory = NSTemporaryDirectory() + "brick-tls-faults-" + UUID().uuidString
@@ -46,11 +47,21 @@ final class TLSFaultPeers: @unchecked Sendable {  // set once in init; `servers`
         wrongHostPort = try NginxFixture.freePort()
         tls10Port = try NginxFixture.freePort()
         tls11Port = try NginxFixture.freePort()
-        try serve(expiredPort, "expired", [])
-        try serve(wrongHostPort, "other", [])
-        // Old protocols need the lowest security level to be offered at all by OpenSSL 3.
-        try serve(tls10Port, "good", ["-tls1", "-cipher", "DEFAULT:@SECLEVEL=0"])
-        try serve(tls11Port, "good", ["-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0"])
+        var started: [Int32] = []
+        do {
+            for (port, name, options) in [
+                (expiredPort, "expired", [String]()), (wrongHostPort, "other", []),
+                // Old protocols need the lowest security level to be offered at all by OpenSSL 3.
+                (tls10Port, "good", ["-tls1", "-cipher", "DEFAULT:@SECLEVEL=0"]),
+                (tls11Port, "good", ["-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0"]),
+            ] {
+                started.append(try Self.serve(port, name, options, in: directory))
+            }
+        } catch {
+            for pid in started { kill(pid, SIGKILL) }
+            throw error
+        }
+        servers = started
         let deadline = Date().addingTimeInterval(10)
         while ![expiredPort, wrongHostPort, tls10Port, tls11Port].allSatisfy(NginxFixture.canConnect) {
             guard Date() < deadline else { throw NginxFixture.FixtureError(message: "openssl s_server did not start") }
@@ -60,7 +71,7 @@ final class TLSFaultPeers: @unchecked Sendable {  // set once in init; `servers`
 
     /// Starts `openssl s_server` in the background (through the shell, so that it is not this
     /// process's child: Foundation's `Process.waitUntilExit` hangs off the main thread here).
-    private func serve(_ port: Int, _ name: String, _ options: [String]) throws {
+    private static func serve(_ port: Int, _ name: String, _ options: [String], in directory: String) throws -> Int32 {
         let output = try NginxFixture.shell(
             "openssl s_server -accept 127.0.0.1:\(port) -cert '\(directory)/\(name).pem' -key '\(directory)/\(name)-key.pem' "
                 + "-www -quiet \(options.map { "'\($0)'" }.joined(separator: " ")) >/dev/null 2>&1 </dev/null & echo $!"
@@ -68,7 +79,7 @@ final class TLSFaultPeers: @unchecked Sendable {  // set once in init; `servers`
         guard let pid = Int32(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
             throw NginxFixture.FixtureError(message: "openssl s_server did not start: \(output)")
         }
-        servers.append(pid)
+        return pid
     }
 
     deinit {

@@ -1,47 +1,21 @@
+import BrickOffline
 import Foundation
 import GRDB
 
 /// Raw SQLite through GRDB — the store's own library, without BrickOffline's layers — on the same
-/// disk, with the store's settings (WAL, the same `synchronous`, the same table and indexes): the
-/// baseline an add is held to.
+/// disk, with the store's settings (WAL, the same `synchronous`, the store's own table and indexes):
+/// the baseline an add is held to.
 enum RawSQLite {
-    /// Opens a fresh database at `path` with the store's schema.
+    /// A fresh database at `path` with the store's own schema — made by opening a
+    /// `SQLiteOfflineStore` there (its migrations), then opened again by GRDB alone, with the
+    /// store's `synchronous`.
     static func open(_ path: String, synchronous: String) throws -> DatabasePool {
+        let url = URL(fileURLWithPath: path)
+        let name = url.deletingPathExtension().lastPathComponent
+        _ = try SQLiteOfflineStore(name: name, directory: url.deletingLastPathComponent())
         var configuration = Configuration()
         configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = \(synchronous)") }
-        let pool = try DatabasePool(path: path, configuration: configuration)
-        try pool.write { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE entry (
-                        sequence INTEGER PRIMARY KEY AUTOINCREMENT,
-                        id TEXT NOT NULL UNIQUE,
-                        queue TEXT NOT NULL,
-                        payload BLOB NOT NULL,
-                        idempotencyKey TEXT NOT NULL,
-                        dedupeKey TEXT,
-                        createdAt REAL NOT NULL,
-                        notBefore REAL NOT NULL,
-                        pausedUntil REAL,
-                        attempts INTEGER NOT NULL DEFAULT 0,
-                        maxAttempts INTEGER,
-                        expiresAt REAL,
-                        leaseToken TEXT,
-                        leaseExpiresAt REAL,
-                        lastAttemptAt REAL,
-                        lastStatus INTEGER,
-                        lastError TEXT,
-                        deadAt REAL,
-                        deadReason TEXT
-                    );
-                    CREATE INDEX entry_due ON entry(queue, deadAt, notBefore, sequence);
-                    CREATE INDEX entry_fifo ON entry(queue, deadAt, sequence);
-                    CREATE UNIQUE INDEX entry_dedupe ON entry(queue, dedupeKey)
-                        WHERE dedupeKey IS NOT NULL AND deadAt IS NULL;
-                    """
-            )
-        }
-        return pool
+        return try DatabasePool(path: path, configuration: configuration)
     }
 
     /// As ``adds(at:synchronous:total:perCommit:payload:)`` with one row per commit, each through

@@ -1,7 +1,7 @@
 import BrickRequest
 import Testing
 
-@Suite("TLS failures described: what happened, before OpenSSL's text (table)")
+@Suite("TLS failures described: what happened, before OpenSSL's text (table)", .timeLimit(.minutes(1)))
 struct TLSDescriptionTests {
     static let rows: [(code: Int, message: String, expected: String?)] = [
         (35, "OpenSSL/3.0.22: error:0A00042E:SSL routines::tlsv1 alert protocol version",
