@@ -256,3 +256,19 @@ for target in package.targets where target.type != .system {
     settings.append(.enableUpcomingFeature("MemberImportVisibility"))
     target.swiftSettings = settings
 }
+
+// The parsers' libFuzzer entry points (Tests/Fuzz): declared only when Scripts/fuzz.sh builds them
+// (BRICK_FUZZ=1, with -sanitize=fuzzer,address), because only that flag links libFuzzer's driver.
+if Context.environment["BRICK_FUZZ"] != nil {
+    package.targets += [
+        .systemLibrary(name: "CFuzzer", path: "Tests/Fuzz/CFuzzer"),
+        .executableTarget(
+            name: "brick-fuzz",
+            dependencies: [
+                "BrickOffline", "BrickRequest", "CFuzzer",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Tests/Fuzz/BrickFuzz"
+        ),
+    ]
+}

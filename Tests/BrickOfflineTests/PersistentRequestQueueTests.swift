@@ -310,6 +310,27 @@ struct PersistentRequestQueueTests {
         }
     }
 
+    /// Found by fuzzing the payload decoder (Tests/Fuzz/Corpus/stored-request/huge-timeout.json):
+    /// a timeout of 1e300 seconds trapped in `Duration.seconds(_:)` and took the process down.
+    @Test("an entry whose stored timeout is absurd (1e300 s) is delivered, not a crash", arguments: StoreKind.allCases)
+    func absurdStoredTimeout(kind: StoreKind) async throws {
+        try await withServer { server in
+            try await withStorePlace(kind) { place in
+                let store = try await place.open("tasks")
+                let queue = PersistentRequestQueue(name: "tasks", store: store, session: session())
+                let payload = #"{"headers":[],"method":"GET","url":"\#(server.baseURL)/get","version":1,"timeoutSeconds":1e300}"#
+                _ = try await store.add(
+                    [OfflineEntry.Draft(queue: "tasks", payload: Data(payload.utf8), createdAt: Date(timeIntervalSince1970: 0))],
+                    dedupe: .reject
+                )
+                queue.startProcessing()
+                await queue.waitUntilEmpty()
+                #expect(server.requests(path: "/get").count == 1)
+                #expect(try await queue.deadLetters().isEmpty)
+            }
+        }
+    }
+
     @Test("when reachability changes, paused entries are attempted at once, not at the end of their pause", arguments: StoreKind.allCases)
     func reachabilityClearsPauses(kind: StoreKind) async throws {
         try await withServer { server in

@@ -5,7 +5,7 @@ import HTTPTypes
 /// A rendered request as an offline queue stores it: method, URL, header fields and body bytes,
 /// as JSON. Never a credential (``check(_:sensitiveHeaders:)`` refuses them before anything is
 /// written); a file body is read when the entry is added (a snapshot, as the request was then).
-struct StoredRequest: Codable, Sendable, Hashable {
+package struct StoredRequest: Codable, Sendable, Hashable {
     /// The format's version, for entries written by a later release.
     var version = 1
     var method: String
@@ -22,7 +22,7 @@ struct StoredRequest: Codable, Sendable, Hashable {
     static let maxBodyBytes = 16 << 20
 
     /// Snapshots `request`, refusing credentials and bodies that cannot be stored.
-    init(_ request: TransportRequest, sensitiveHeaders: Set<String>) throws(BrickError) {
+    package init(_ request: TransportRequest, sensitiveHeaders: Set<String>) throws(BrickError) {
         let refused = CredentialFields.names.union(sensitiveHeaders.map { $0.lowercased() })
         var headers: [[String]] = []
         for field in request.headerFields {
@@ -76,7 +76,7 @@ struct StoredRequest: Codable, Sendable, Hashable {
 
     /// The request to send for one attempt: the stored one, with `Idempotency-Key` when the
     /// method is not idempotent, and the credential's header fields when there are any.
-    func transportRequest(idempotencyKey: String, credential: [String: String]) throws -> TransportRequest {
+    package func transportRequest(idempotencyKey: String, credential: [String: String]) throws -> TransportRequest {
         guard let method = HTTPRequest.Method(method) else {
             throw BrickError(.invalidRequest, message: "the stored method \(method.debugDescription) is not valid")
         }
@@ -92,14 +92,16 @@ struct StoredRequest: Codable, Sendable, Hashable {
             pairs.append((name: name, value: value))
         }
         let options = TransportRequest.Options(
-            timeout: timeoutSeconds.flatMap { $0.isFinite && $0 > 0 ? Duration.seconds($0) : nil },
+            // A damaged row may hold any number: past 10^12 s (beyond any wait) it means no limit's
+            // worth of difference, and Duration would trap on 10^300.
+            timeout: timeoutSeconds.flatMap { $0.isFinite && $0 > 0 ? Duration.seconds(min($0, 1e12)) : nil },
             maxResponseSize: maxResponseSize,
             followsRedirects: followsRedirects ?? true
         )
         return try TransportRequest(method: method, url: url, headers: pairs, body: body.map { .data($0) }, options: options)
     }
 
-    func encoded() throws(BrickError) -> Data {
+    package func encoded() throws(BrickError) -> Data {
         do {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
@@ -109,7 +111,8 @@ struct StoredRequest: Codable, Sendable, Hashable {
         }
     }
 
-    static func decoded(_ payload: Data) throws -> StoredRequest {
+    /// Reads a stored payload back; an entry of a later format is refused.
+    package static func decoded(_ payload: Data) throws -> StoredRequest {
         let stored = try JSONDecoder().decode(StoredRequest.self, from: payload)
         guard stored.version == 1 else {
             throw BrickError(.invalidRequest, message: "stored by a later release (format \(stored.version))")

@@ -41,7 +41,7 @@ enum HeaderParser {
 
 extension HTTPFields {
     /// The fields as a raw header block: `Name: value\r\n` lines, what ``HeaderParser`` reads back.
-    var rawHeaderBytes: [UInt8] {
+    package var rawHeaderBytes: [UInt8] {
         var raw: [UInt8] = []
         for field in self {
             raw.append(contentsOf: field.name.rawName.utf8)

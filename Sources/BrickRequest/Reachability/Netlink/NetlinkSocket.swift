@@ -33,7 +33,7 @@ final class NetlinkSocket {
 
     /// Sends one request (`header` type and flags, then `payload`) and returns the reply messages
     /// as `(type, payload bytes, error)`, where error is the `NLMSG_ERROR` code (0 for an ack).
-    func request(type: UInt16, flags: Int32, payload: [UInt8]) -> [(type: UInt16, payload: [UInt8], error: Int32)] {
+    func request(type: UInt16, flags: Int32, payload: [UInt8]) -> [NetlinkMessages.Reply] {
         sequence &+= 1
         let headerLength = Int(cnetlink_nlmsg_length(0))
         var message = [UInt8](repeating: 0, count: Int(cnetlink_nlmsg_align(Int32(headerLength + payload.count))))
@@ -48,36 +48,60 @@ final class NetlinkSocket {
         }
         let sent = message.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
         guard sent == message.count else { return [] }
-        var replies: [(type: UInt16, payload: [UInt8], error: Int32)] = []
+        var replies: [NetlinkMessages.Reply] = []
         var buffer = [UInt8](repeating: 0, count: 32 * 1024)
         while true {
             let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
             guard count > 0 else { return replies }
-            var done = false
-            buffer.withUnsafeMutableBytes { raw in
-                var remaining = Int32(count)
-                var header = raw.baseAddress!.assumingMemoryBound(to: nlmsghdr.self)
-                while cnetlink_nlmsg_ok(header, remaining) != 0 {
-                    defer { header = cnetlink_nlmsg_next(header, &remaining) }
-                    guard header.pointee.nlmsg_seq == sequence else { continue }
-                    let payloadLength = Int(header.pointee.nlmsg_len) - headerLength
-                    let data = cnetlink_nlmsg_data(header)!
-                    let bytes = Array(UnsafeRawBufferPointer(start: data, count: max(0, payloadLength)))
-                    switch Int32(header.pointee.nlmsg_type) {
-                    case NLMSG_DONE:
-                        done = true
-                    case NLMSG_ERROR:
-                        let error = data.load(as: Int32.self)
-                        replies.append((header.pointee.nlmsg_type, bytes, error))
-                        done = true
-                    default:
-                        replies.append((header.pointee.nlmsg_type, bytes, 0))
-                        if Int32(header.pointee.nlmsg_flags) & NLM_F_MULTI == 0 { done = true }
-                    }
-                }
+            let done = buffer.withUnsafeBytes { raw in
+                NetlinkMessages.read(UnsafeRawBufferPointer(rebasing: raw[0..<count]), sequence: sequence, into: &replies)
             }
             if done { return replies }
         }
+    }
+}
+
+/// The messages of one netlink datagram (RFC 3549 §2.3.2): a pure reader, no socket, so that any
+/// bytes can be fed to it (the fuzzer does).
+package enum NetlinkMessages {
+    /// A reply: its type, its payload and, for `NLMSG_ERROR`, the error code (0 for an ack).
+    package typealias Reply = (type: UInt16, payload: [UInt8], error: Int32)
+
+    /// The size of `nlmsghdr`: length (4), type (2), flags (2), sequence (4), port (4).
+    private static let headerSize = 16
+
+    /// Appends the replies to request `sequence` in `datagram` (messages of other sequences are
+    /// skipped) and returns whether the reply is complete: `NLMSG_DONE`, an error or ack, or a
+    /// message that is not part of a multipart reply. A message whose length is impossible ends
+    /// the datagram.
+    package static func read(_ datagram: UnsafeRawBufferPointer, sequence: UInt32, into replies: inout [Reply]) -> Bool {
+        var done = false
+        var offset = 0
+        while datagram.count - offset >= headerSize {
+            let length = Int(datagram.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+            guard length >= headerSize, length <= datagram.count - offset else { break }
+            let type = datagram.loadUnaligned(fromByteOffset: offset + 4, as: UInt16.self)
+            let flags = datagram.loadUnaligned(fromByteOffset: offset + 6, as: UInt16.self)
+            let messageSequence = datagram.loadUnaligned(fromByteOffset: offset + 8, as: UInt32.self)
+            if messageSequence == sequence {
+                let payload = UnsafeRawBufferPointer(rebasing: datagram[(offset + headerSize)..<(offset + length)])
+                switch Int32(type) {
+                case NLMSG_DONE:
+                    done = true
+                case NLMSG_ERROR:
+                    // A truncated error message still ends the reply, as a failure.
+                    let error = payload.count >= 4 ? payload.loadUnaligned(as: Int32.self) : -EPROTO
+                    replies.append((type, Array(payload), error))
+                    done = true
+                default:
+                    replies.append((type, Array(payload), 0))
+                    if Int32(flags) & NLM_F_MULTI == 0 { done = true }
+                }
+            }
+            // NLMSG_ALIGN: messages start on 4-byte boundaries.
+            offset += (length + 3) & ~3
+        }
+        return done
     }
 }
 

@@ -84,8 +84,9 @@ enum RouteTable {
 /// whether its interface is usable. Two fingerprints differ when a connection's path may have
 /// changed; an interface coming or going without routes of its own (a container's veth, say) or
 /// IPv6 link-local and multicast bookkeeping leave it unchanged.
-struct RouteFingerprint: Equatable, Sendable {
-    struct Route: Hashable, Sendable {
+package struct RouteFingerprint: Equatable, Sendable {
+    /// One route, as two fingerprints compare it.
+    package struct Route: Hashable, Sendable {
         var family: UInt8
         var table: UInt8
         var type: UInt8
@@ -115,7 +116,9 @@ struct RouteFingerprint: Equatable, Sendable {
         return RouteFingerprint(routes: routes)
     }
 
-    private static func route(from payload: [UInt8], usable: Set<Int32>) -> Route? {
+    /// The route a `RTM_NEWROUTE` payload describes (`rtmsg` and its attributes), or `nil` for a
+    /// route that never carries a connection to a remote host (broadcast, multicast, link-local).
+    package static func route(from payload: [UInt8], usable: Set<Int32>) -> Route? {
         payload.withUnsafeBytes { raw -> Route? in
             guard raw.count >= MemoryLayout<rtmsg>.size else { return nil }
             let message = raw.load(as: rtmsg.self)

@@ -23,7 +23,7 @@ extension CurlDriver {
             curl_multi_add_handle(multi, easy.raw)
             return
         }
-        if code == CURLE_OK && transfer.headerState != .complete {
+        if code == CURLE_OK && transfer.header.state != .complete {
             // libcurl 7.88 takes a header block cut off by the peer for a complete response.
             finish(
                 transfer,

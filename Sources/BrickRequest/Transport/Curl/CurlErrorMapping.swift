@@ -98,7 +98,7 @@ package enum CurlErrorMapping {
                 return "the server sent a response header block larger than libcurl accepts (\(message))"
             }
             return nil
-        case CURLE_OUT_OF_MEMORY where transfer.headerState != .complete && transfer.easy?.sentRequestBytes == true:
+        case CURLE_OUT_OF_MEMORY where transfer.header.state != .complete && transfer.easy?.sentRequestBytes == true:
             // libcurl refuses a header line longer than CURL_MAX_HTTP_HEADER (100 KiB) this way.
             return "the server sent a response header line longer than libcurl accepts (100 KiB)"
         default:

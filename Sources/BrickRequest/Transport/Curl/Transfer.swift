@@ -12,14 +12,6 @@ import HTTPTypes
 final class Transfer: @unchecked Sendable {  // after start, mutable state only by the driver's lease holder
     enum State { case pending, active, done }
 
-    /// Where a hop's response header block stands: a status line is expected only first (and
-    /// after a complete interim `1xx` block); the block is complete at its blank line.
-    enum HeaderState { case awaitingStatusLine, inFields, complete }
-
-    /// The most bytes of one response header block (libcurl's own cap, 300 KB in 7.88, fails
-    /// with a result code that looks like a lost connection).
-    static let maxHeaderBytes = 256 * 1024
-
     let completion: @Sendable (Result<TransportResponse, TransportError>) -> Void
     /// Where ``cancel()`` goes. Strong (a weak reference costs two atomic operations per request):
     /// a task that outlives its transport keeps the stopped driver object alive, and cancelling it
@@ -32,7 +24,6 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     @exclusivity(unchecked) var activeIndex = -1
 
     // Response of the current hop (its header block is in the handle: ``EasyHandle/headerBlock``).
-    @exclusivity(unchecked) var contentLength: Int64 = -1
     @exclusivity(unchecked) var body = BodyAccumulator()
     /// The URL of the current hop, rendered once.
     @exclusivity(unchecked) var url = ""
@@ -48,10 +39,8 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     @exclusivity(unchecked) var discardingBody = false
     /// Set by a callback that aborted the transfer, to explain curl's generic result code.
     @exclusivity(unchecked) var abortError: TransportError?
-    /// Where the current hop's response header block stands (only its first line is a status line).
-    @exclusivity(unchecked) var headerState = HeaderState.awaitingStatusLine
-    /// Bytes of the current response header block so far.
-    @exclusivity(unchecked) var headerBytes = 0
+    /// The current hop's response header lines: where the block stands, its `Content-Length`.
+    @exclusivity(unchecked) var header = ResponseHeaderReader()
 
     /// The connection: what the socket callbacks and the check before sending found.
     @exclusivity(unchecked) var connection = ConnectionState()
@@ -155,14 +144,12 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     /// Clears what one hop received, before the first or a redirected hop starts.
     func resetForHop() {
         easy?.headerBlock.removeAll()
-        contentLength = -1
         body.release()
         received = 0
         sawBody = false
         discardingBody = false
         abortError = nil
-        headerState = .awaitingStatusLine
-        headerBytes = 0
+        header = ResponseHeaderReader()
         connection.socketErrno = 0
         connection.restartsOnNewConnection = false
         flow = FlowControl()
@@ -197,79 +184,32 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     func receiveHeader(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
         let count = bytes.count
         idle.activity &+= Int64(count)
-        // A status line starts a new header block (1xx interim responses, or the final one); a
-        // field line that happens to start with `HTTP/` is a field.
-        if headerState != .inFields && !sawBody, count >= 5, let base = bytes.baseAddress,
-            UInt32(littleEndian: UnsafeRawPointer(base).loadUnaligned(as: UInt32.self)) == Self.httpWord,
-            bytes[4] == UInt8(ascii: "/")
-        {
+        switch header.read(bytes, bodyStarted: sawBody) {
+        case .statusLine:
             easy.unsafelyUnwrapped.headerBlock.removeAll()
-            contentLength = -1
-            headerState = .inFields
-            headerBytes = count
             return count
+        case .field:
+            easy.unsafelyUnwrapped.headerBlock.append(bytes)
+            return count
+        case .tooLarge:
+            abortError = TransportError(
+                .invalidResponse,
+                message: "the server sent a response header block larger than \(ResponseHeaderReader.maxBytes / 1024) KiB",
+                requestBytesSent: true
+            )
+            return 0
+        case .conflictingLength:
+            abortError = TransportError(
+                .invalidResponse,
+                message: "response has conflicting Content-Length header fields",
+                requestBytesSent: true
+            )
+            return 0
         }
-        if headerState == .inFields {
-            headerBytes += count
-            if headerBytes > Self.maxHeaderBytes {
-                abortError = TransportError(
-                    .invalidResponse,
-                    message: "the server sent a response header block larger than \(Self.maxHeaderBytes / 1024) KiB",
-                    requestBytesSent: true
-                )
-                return 0
-            }
-            // The blank line that ends the block.
-            if count <= 2 && (bytes[0] == 0x0A || (bytes[0] == 0x0D && count == 2 && bytes[1] == 0x0A)) {
-                headerState = .complete
-            }
-        }
-        if count > 15 && bytes[0] | 0x20 == UInt8(ascii: "c"), let length = Self.contentLengthValue(bytes) {
-            if contentLength >= 0 && contentLength != length {
-                abortError = TransportError(
-                    .invalidResponse,
-                    message: "response has conflicting Content-Length header fields",
-                    requestBytesSent: true
-                )
-                return 0
-            }
-            contentLength = length
-        }
-        easy.unsafelyUnwrapped.headerBlock.append(bytes)
-        return count
     }
 
-    /// `HTTP` as a little-endian word.
-    private static let httpWord: UInt32 = 0x5054_5448
-    /// `content-` and `-length:` (the name's bytes 0..<8 and 7..<15) as little-endian words.
-    private static let contentWord: UInt64 = 0x2d74_6e65_746e_6f63
-    private static let lengthWord: UInt64 = 0x3a68_7467_6e65_6c2d
-
-    private static func contentLengthValue(_ line: UnsafeBufferPointer<UInt8>) -> Int64? {
-        let nameCount = 15  // "content-length:"
-        guard line.count > nameCount, let base = line.baseAddress else { return nil }
-        // Two word compares; `|0x20` lower-cases letters and leaves '-' and ':' unchanged.
-        let raw = UnsafeRawPointer(base)
-        let lower: UInt64 = 0x2020_2020_2020_2020
-        guard UInt64(littleEndian: raw.loadUnaligned(as: UInt64.self)) | lower == contentWord,
-            UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 7, as: UInt64.self)) | lower == lengthWord
-        else { return nil }
-        var value: Int64 = 0
-        var digits = 0
-        for index in nameCount..<line.count {
-            let byte = line[index]
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"):
-                value = value &* 10 &+ Int64(byte - UInt8(ascii: "0"))
-                digits += 1
-            case 0x20, 0x09, 0x0D, 0x0A:
-                continue
-            default:
-                return -2  // not a number: never equal to a real length, so a second field conflicts
-            }
-        }
-        return digits > 0 ? value : -2
-    }
+    /// The current hop's `Content-Length` (-1 when none was sent).
+    var contentLength: Int64 { header.contentLength }
 
     // MARK: - Response body
 
