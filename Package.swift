@@ -272,3 +272,27 @@ if Context.environment["BRICK_FUZZ"] != nil {
         ),
     ]
 }
+
+// The suites the sanitizers run on every CI run (Scripts/sanitize.sh, BRICK_SANITIZER_SUBSET=1):
+// the transport, session, safe point, cache, queue and manager on SQLite, without the targets that
+// only add build time under instrumentation (PostgreSQL, OpenAPI, tracing, the integration tests).
+if Context.environment["BRICK_SANITIZER_SUBSET"] != nil {
+    let kept: Set<String> = [
+        "CCurl", "CNetlink", "CRuntimeHook", "CZlib", "BrickRequest", "BrickOffline", "BrickTesting",
+        "BrickTestServer", "BrickLifecycle", "BrickOfflineMetrics", "brick-offline-probe",
+        "BrickRequestTests", "BrickOfflineTests",
+    ]
+    package.targets = package.targets.filter { kept.contains($0.name) }
+    package.products = package.products.filter { $0.name == "BrickRequest" || $0.name == "BrickOffline" }
+    for target in package.targets where target.name == "BrickOfflineTests" {
+        target.exclude += ["FleetTests.swift", "PostgresConfigurationTests.swift", "PostgresFixture.swift"]
+        target.dependencies = [
+            "BrickLifecycle", "BrickOffline", "BrickOfflineMetrics", "BrickRequest", "BrickTesting", "BrickTestServer",
+            .product(name: "MetricsTestKit", package: "swift-metrics"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+        ]
+        target.swiftSettings = (target.swiftSettings ?? []) + [.define("BRICK_SQLITE_ONLY")]
+    }
+}

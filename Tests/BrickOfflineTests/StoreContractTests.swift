@@ -1,5 +1,4 @@
 import BrickOffline
-import BrickOfflinePostgres
 import Foundation
 import Testing
 
