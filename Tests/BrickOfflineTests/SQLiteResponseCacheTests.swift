@@ -80,6 +80,48 @@ struct SQLiteResponseCacheTests {
         }
     }
 
+    @Test(
+        "on a full disk: requests still succeed from the network, what was stored before stays readable, storing works again once space is freed",
+        .enabled(if: getuid() == 0, "needs root to mount a small tmpfs")
+    )
+    func fullDisk() async throws {
+        try await withDirectory { directory in
+            let mountPoint = directory.appendingPathComponent("small").path
+            try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+            try #require(DiskFullTests.shell("mount -t tmpfs -o size=512k tmpfs '\(mountPoint)'") == 0, "mount failed")
+            defer { _ = try? DiskFullTests.shell("umount '\(mountPoint)'") }
+            let server = try await BrickTestServer.start()
+            defer { Task { await server.shutdown() } }
+            let cache = try SQLiteResponseCache(name: "api", directory: URL(fileURLWithPath: mountPoint))
+            let session = Session(configuration: .init(responseCache: cache))
+            let kept = server.baseURL + "/cache/kept?max_age=600"
+            let keptBody = await DiskCachedGet(kept, session: session).response().data
+            try cache.flush()
+            #expect(try cache.count() == 1)
+            // Fill the disk: a file grows until the kernel says no.
+            let filler = mountPoint + "/filler"
+            _ = try DiskFullTests.shell("dd if=/dev/zero of='\(filler)' bs=4k 2>/dev/null")
+            for index in 0..<20 {
+                let response = await DiskCachedGet(server.baseURL + "/cache/new\(index)?max_age=600", session: session).response()
+                #expect(response.status?.code == 200, "request \(index): \(String(describing: response.error))")
+                #expect(response.source == .network)
+            }
+            #expect(throws: BrickError.self, "the disk is full") { try cache.flush() }
+            #expect(try cache.count() == 1, "nothing was stored on the full disk")
+            // Stored before the disk filled: still there, still served without the server.
+            let again = await DiskCachedGet(kept, session: session).response()
+            #expect(again.source == .cache)
+            #expect(again.data == keptBody)
+            #expect(try cache.integrityCheck() == "ok")
+            // Space freed: the next response is stored and served from the cache.
+            try FileManager.default.removeItem(atPath: filler)
+            let later = server.baseURL + "/cache/later?max_age=600"
+            _ = await DiskCachedGet(later, session: session).response()
+            try cache.flush()
+            #expect(await DiskCachedGet(later, session: session).response().source == .cache)
+        }
+    }
+
     @Test("two openers of a new cache file at the same moment both succeed (as two processes do)")
     func concurrentFirstOpen() async throws {
         for _ in 0..<30 {

@@ -206,6 +206,44 @@ struct DownloadTests {
         }
     }
 
+    @Test(
+        "a download to a full disk fails with a file error naming ENOSPC, not retried; the file that was there is intact, no partial file left",
+        .enabled(if: getuid() == 0, "needs root to mount a small tmpfs")
+    )
+    func fullDisk() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { directory in
+                let mountPoint = directory + "/small"
+                try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+                try #require(Self.shell("mount -t tmpfs -o size=1m tmpfs '\(mountPoint)'") == 0, "mount failed")
+                defer { _ = Self.shell("umount '\(mountPoint)'") }
+                let file = URL(fileURLWithPath: mountPoint + "/backup.bin")
+                try Data("yesterday".utf8).write(to: file)
+                let response = await Download(
+                    server.baseURL + "/bytes/4194304",
+                    to: file,
+                    session: Session(),
+                    retry: .init(breakTime: .milliseconds(10))
+                ).response()
+                let error = try #require(response.error)
+                #expect(error.code == .transport, "\(error)")
+                let transport = try #require(error.underlying as? TransportError)
+                #expect(transport.kind == .fileIO)
+                #expect(transport.osErrno == ENOSPC, "\(transport)")
+                #expect(response.retryCount == 0, "a full disk is not a network blip")
+                #expect(server.requests(path: "/bytes/4194304").count == 1)
+                #expect(try Data(contentsOf: file) == Data("yesterday".utf8))
+                #expect(try FileManager.default.contentsOfDirectory(atPath: mountPoint) == ["backup.bin"])
+            }
+        }
+    }
+
+    /// Runs a shell command; its exit status.
+    static func shell(_ command: String) -> Int32 {
+        let status = system(command)
+        return status == -1 ? -1 : (status >> 8) & 0xFF
+    }
+
     @Test("the destination never holds a partial body: it appears whole, replacing the old file")
     func destinationAppearsWhole() async throws {
         try await withServer { server in

@@ -6,6 +6,10 @@
 //   allocation:  COUNT concurrent GETs of URL, a response that announces 256 MiB and sends a few
 //                bytes; prints `ok=… failed=… kinds=…` (the process must not abort).
 //   unlimited:   as connections, with no connection limits: the process runs out of descriptors.
+//   soak:        COUNT GETs of URL, 16 at a time; prints `at=N rss_kib=… threads=…` every 10,000.
+// connections and unlimited also print `descriptors_before=… descriptors_after=…` (open descriptors
+// before the transport was made and once it is gone) and `recovered=…` (a new transport's request
+// afterwards succeeded).
 // Every line of output is `name=value` pairs; the exit status is 0 unless the probe itself failed.
 import BrickRequest
 import FoundationEssentials
@@ -19,17 +23,100 @@ guard arguments.count == 4, let count = Int(arguments[3]) else {
     exit(2)
 }
 let url = arguments[2]
-var configuration = CurlTransport.Configuration()
-if arguments[1] == "unlimited" {
-    configuration.maxConnections = nil
-    configuration.maxConnectionsPerHost = nil
-}
-let transport = CurlTransport(configuration: configuration)
+let mode = arguments[1]
+let configuration = {
+    var configuration = CurlTransport.Configuration()
+    if mode == "unlimited" {
+        configuration.maxConnections = nil
+        configuration.maxConnectionsPerHost = nil
+    }
+    return configuration
+}()
 let request = try TransportRequest(method: .get, url: url)
+
+/// What the open descriptors are (their /proc/self/fd links, sorted; the listing's own included,
+/// the same each time).
+func openDescriptors() -> [String] {
+    guard let directory = opendir("/proc/self/fd") else { return ["unreadable"] }
+    defer { closedir(directory) }
+    var targets: [String] = []
+    while let entry = readdir(directory) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if name == "." || name == ".." { continue }
+        var buffer = [CChar](repeating: 0, count: 512)
+        let length = readlink("/proc/self/fd/" + name, &buffer, buffer.count - 1)
+        let target = length > 0 ? String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
+        // Sockets and pipes by kind, not by inode: the same kind of descriptor counts the same.
+        targets.append(target.replacing(/:\[\d+\]/, with: ""))
+    }
+    return targets.sorted()
+}
+
+/// A status line of /proc/self/status (`VmRSS`, `Threads`) as a number.
+func status(_ name: String) -> Int {
+    guard let file = fopen("/proc/self/status", "r") else { return -1 }
+    defer { fclose(file) }
+    var line = [CChar](repeating: 0, count: 256)
+    while fgets(&line, Int32(line.count), file) != nil {
+        let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        if text.hasPrefix(name + ":") {
+            return Int(text.dropFirst(name.count + 1).split(whereSeparator: \.isWhitespace).first ?? "") ?? -1
+        }
+    }
+    return -1
+}
+
+/// COUNT requests through one transport, 16 in flight, the curve of memory and threads printed.
+func soak() async {
+    let transport = CurlTransport()
+    var done = 0
+    var failures = 0
+    while done < count {
+        let batch = min(16, count - done)
+        failures += await withTaskGroup(of: Int.self) { group in
+            for _ in 0..<batch {
+                group.addTask { ((try? await transport.send(request))?.status.code == 200) ? 0 : 1 }
+            }
+            var failed = 0
+            for await result in group { failed += result }
+            return failed
+        }
+        done += batch
+        if done % 10_000 == 0 {
+            print("at=\(done) rss_kib=\(status("VmRSS")) threads=\(status("Threads")) failed=\(failures)")
+        }
+    }
+}
+
+if mode == "soak" {
+    await soak()
+    exit(0)
+}
+
+// What a process opens once, whatever the number of transports (Dispatch's and the concurrency
+// runtime's, libcurl's global state), opened by a first transport that stays alive throughout: the
+// count before and after then differ only by what the transport under test left open.
+let firstTransport = CurlTransport(configuration: configuration)
+if mode != "allocation" {  // allocation's server scripts exactly COUNT answers
+    _ = try? await firstTransport.send(request)
+}
+let descriptorsBefore = openDescriptors()
+
+/// The open descriptors once at most `limit`, or after 10 s: a released transport shuts down on its
+/// own thread, which closes its descriptors as it goes.
+/// (`usleep`, not `Task.sleep`: Dispatch opens a timer descriptor of its own for the first sleep.)
+func settledDescriptors(atMost limit: Int) -> [String] {
+    var descriptors = openDescriptors()
+    for _ in 0..<1000 where descriptors.count > limit {
+        usleep(10_000)
+        descriptors = openDescriptors()
+    }
+    return descriptors
+}
 
 /// The requests through completion handlers, with no task: when descriptors run out, Dispatch's
 /// worker-pool monitor traps (it cannot open /proc/<tid>/stat), so this mode starts no pool thread.
-func sendWithHandlers() -> [Result<Int, TransportError>] {
+func sendWithHandlers(_ transport: CurlTransport) -> [Result<Int, TransportError>] {
     let done = DispatchSemaphore(value: 0)
     let collected = Mutex<[Result<Int, TransportError>]>([])
     for _ in 0..<count {
@@ -42,7 +129,8 @@ func sendWithHandlers() -> [Result<Int, TransportError>] {
     return collected.withLock { $0 }
 }
 
-let results = arguments[1] == "unlimited" ? sendWithHandlers() : await withTaskGroup(of: Result<Int, TransportError>.self) { group in
+func sendInTasks(_ transport: CurlTransport) async -> [Result<Int, TransportError>] {
+    await withTaskGroup(of: Result<Int, TransportError>.self) { group in
     for _ in 0..<count {
         group.addTask {
             do {
@@ -58,7 +146,19 @@ let results = arguments[1] == "unlimited" ? sendWithHandlers() : await withTaskG
     var all: [Result<Int, TransportError>] = []
     for await result in group { all.append(result) }
     return all
+    }
 }
+
+/// The requests on a transport of their own, released when they are done (its driver thread then
+/// closes every connection and handle).
+func sendAll() async -> [Result<Int, TransportError>] {
+    let transport = CurlTransport(configuration: configuration)
+    return mode == "unlimited" ? sendWithHandlers(transport) : await sendInTasks(transport)
+}
+
+let results = await sendAll()
+let descriptorsAfter = settledDescriptors(atMost: descriptorsBefore.count)
+let recovered = (try? await CurlTransport().send(request))?.status.code == 200
 
 var ok = 0
 var kinds: [String: Int] = [:]
@@ -74,3 +174,7 @@ for result in results {
 }
 let summary = kinds.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: ",")
 print("ok=\(ok) failed=\(count - ok) kinds=\(summary.isEmpty ? "none" : summary) example=\(example.isEmpty ? "none" : example)")
+print("descriptors_before=\(descriptorsBefore.count) descriptors_after=\(descriptorsAfter.count) recovered=\(recovered)")
+if descriptorsAfter != descriptorsBefore {
+    print("open_before=\(descriptorsBefore.joined(separator: ",")) open_after=\(descriptorsAfter.joined(separator: ","))")
+}
