@@ -57,6 +57,8 @@ struct CurlTransportErrorTests {
             let result = await CurlTransport().result(try get(server.baseURL + "/slow", options: options))
             #expect(result.failure?.kind == .timedOut)
             #expect(result.failure?.curlCode == 28)
+            // The server accepted and never answered: the error names the limit that expired.
+            #expect(result.failure?.message.hasPrefix("request timeout: ") == true, "\(String(describing: result.failure))")
         }
     }
 
@@ -84,6 +86,26 @@ struct CurlTransportErrorTests {
             let stalled = await transport.result(try get(server.baseURL + "/drip?numbytes=2&duration=4"))
             #expect(stalled.failure?.kind == .timedOut)
             #expect(stalled.failure?.message.contains("idle timeout") == true)
+        }
+    }
+
+    @Test("idle timeout with idleMinimumBytes: a body trickled at a byte a second fails; the default lets a slow steady body finish")
+    func trickle() async throws {
+        try await withServer { server in
+            // About a byte a second for a minute: never idle by the default rule.
+            let trickle = try get(server.baseURL + "/drip?numbytes=60&duration=60")
+            let strict = curlTransport {
+                $0.idleTimeout = .milliseconds(1500)
+                $0.idleMinimumBytes = 4
+            }
+            let cut = await strict.result(trickle)
+            #expect(cut.failure?.kind == .timedOut)
+            #expect(cut.failure?.message.contains("fewer than 4 bytes moved in 1.5 s") == true, "\(String(describing: cut.failure))")
+            #expect(cut.failure?.requestBytesSent == true)
+            // A byte every 0.6 s under a 1.5 s idle timeout and the default minimum: it completes.
+            let lenient = curlTransport { $0.idleTimeout = .milliseconds(1500) }
+            let steady = await lenient.result(try get(server.baseURL + "/drip?numbytes=4&duration=2.4"))
+            #expect((try? steady.get())?.body?.count == 4)
         }
     }
 
@@ -140,6 +162,7 @@ struct CurlTransportErrorTests {
         let result = await CurlTransport(configuration: configuration).result(try get("http://127.0.0.1:\(port)/"))
         #expect(result.failure?.kind == .timedOut)
         #expect(result.failure?.requestBytesSent == false)
+        #expect(result.failure?.message.hasPrefix("connect timeout: ") == true, "\(String(describing: result.failure))")
     }
 
     @Test("cancel delivers cancelled exactly once and frees the handle")

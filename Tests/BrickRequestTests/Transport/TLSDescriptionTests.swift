@@ -26,3 +26,24 @@ struct TLSDescriptionTests {
         #expect(CurlErrorMapping.tlsDescription(code: row.code, message: row.message) == row.expected)
     }
 }
+
+@Suite("Timeouts named: connect, or the whole request's limit, before libcurl's text (table)", .timeLimit(.minutes(1)))
+struct TimeoutDescriptionTests {
+    static let rows: [(code: Int, message: String, connected: Bool, prefix: String?)] = [
+        (28, "Connection timed out after 500 milliseconds", false, "connect timeout: no connection was established in time: "),
+        (28, "Resolving timed out after 5000 milliseconds", false, "connect timeout: the host name was not resolved in time: "),
+        (28, "Operation timed out after 300 milliseconds with 0 bytes received", true, "request timeout: the whole request took longer than its limit: "),
+        // Still waiting for a connection slot when the whole request's limit expired.
+        (28, "Operation timed out after 300 milliseconds with 0 bytes received", false, "request timeout: the whole request took longer than its limit: "),
+        (28, "Failed to connect to 127.0.0.1 port 9: timed out", false, "connect timeout: no connection was established in time: "),
+        (28, "some future wording", true, "request timeout: the whole request took longer than its limit: "),
+        (7, "Failed to connect", false, nil),
+    ]
+
+    @Test("every row", arguments: rows.indices)
+    func row(_ index: Int) {
+        let row = Self.rows[index]
+        let described = CurlErrorMapping.timeoutDescription(code: row.code, message: row.message, connected: row.connected)
+        #expect(described == row.prefix.map { $0 + row.message })
+    }
+}

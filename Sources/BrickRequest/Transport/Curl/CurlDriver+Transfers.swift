@@ -109,7 +109,8 @@ extension CurlDriver {
     }
 
 
-    /// Fails the transfers that moved no byte for ``idleNanoseconds`` once their request was on its
+    /// Fails the transfers that moved fewer than ``idleMinimumBytes`` (1: none) in ``idleNanoseconds``
+    /// once their request was on its
     /// way (time spent waiting for a connection or connecting does not count: the connect timeout
     /// covers it). Checks every ``idleCheckNanoseconds``; returns whether it failed any.
     ///
@@ -128,7 +129,8 @@ extension CurlDriver {
             let transfer = active[index]
             guard let easy = transfer.easy else { continue }
             // A stream that paused its body is not idle: its consumer is behind.
-            if transfer.idle.activity != transfer.idle.seen || transfer.idle.quietSince == 0 || transfer.flow.streamPaused
+            if transfer.idle.activity &- transfer.idle.seen >= idleMinimumBytes || transfer.idle.quietSince == 0
+                || transfer.flow.streamPaused
                 || transfer.upload.paused
                 || easy.offset(CURLINFO_PRETRANSFER_TIME_T) == 0
             {
@@ -140,7 +142,9 @@ extension CurlDriver {
             let seconds = Double(idleNanoseconds) / 1e9
             let error = TransportError(
                 .timedOut,
-                message: "no data moved for \(seconds) s: no request bytes sent, no complete response header line or body bytes received (idle timeout)",
+                message: idleMinimumBytes > 1
+                    ? "fewer than \(idleMinimumBytes) bytes moved in \(seconds) s, in either direction (idle timeout with idleMinimumBytes)"
+                    : "no data moved for \(seconds) s: no request bytes sent, no complete response header line or body bytes received (idle timeout)",
                 requestBytesSent: easy.sentRequestBytes
             )
             finish(transfer, .failure(error))

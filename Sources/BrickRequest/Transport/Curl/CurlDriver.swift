@@ -84,6 +84,8 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
     let idleNanoseconds: UInt64
     let idleCheckNanoseconds: UInt64
     let pollMilliseconds: Int32
+    /// Bytes a transfer must move per idle timeout not to be idle (``CurlTransport/Configuration/idleMinimumBytes``).
+    let idleMinimumBytes: Int64
     let multi: UnsafeMutableRawPointer
     let configuration: CurlTransport.Configuration
     /// Whether tasks resumed at the safe point go on there: asked for
@@ -150,6 +152,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
         // Checked about four times per timeout, at most once a second and at least every 10 ms.
         let idle = configuration.idleTimeout.map { max($0.nanoseconds(atMostSeconds: 1 << 30), 1) } ?? 0
         self.idleNanoseconds = idle
+        self.idleMinimumBytes = Int64(max(configuration.idleMinimumBytes, 1))
         self.idleCheckNanoseconds = min(max(idle / 4, 10_000_000), 1_000_000_000)
         self.pollMilliseconds = idle > 0 ? Int32(idleCheckNanoseconds / 1_000_000) : 1000
         let limit = configuration.stallLimit.nanoseconds(atMostSeconds: 10)

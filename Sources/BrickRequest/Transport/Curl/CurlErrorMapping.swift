@@ -43,6 +43,27 @@ package enum CurlErrorMapping {
         }
     }
 
+    /// Which limit a libcurl timeout (code 28) was, named as the configuration names it, before
+    /// libcurl's text; `nil` for another code. (The idle timeout is the driver's own and says so.)
+    ///
+    /// - Parameters:
+    ///   - code: libcurl's code.
+    ///   - message: libcurl's message.
+    ///   - connected: Whether the connection was established before the limit expired.
+    package static func timeoutDescription(code: Int, message: String, connected: Bool) -> String? {
+        guard code == 28 else { return nil }  // CURLE_OPERATION_TIMEDOUT
+        let lowered = message.lowercased()
+        if lowered.hasPrefix("resolving timed out") {
+            return "connect timeout: the host name was not resolved in time: \(message)"
+        }
+        // libcurl's own words first ("Operation timed out" is the whole-request limit, even for a
+        // request still waiting for a connection); otherwise whether a connection was made.
+        if lowered.hasPrefix("operation timed out") || (connected && !lowered.hasPrefix("connection timed out")) {
+            return "request timeout: the whole request took longer than its limit: \(message)"
+        }
+        return "connect timeout: no connection was established in time: \(message)"
+    }
+
     static func error(code: CURLcode, easy: EasyHandle, transfer: Transfer) -> TransportError {
         let sent = easy.sentRequestBytes
         if let abort = transfer.abortError {
@@ -79,7 +100,12 @@ package enum CurlErrorMapping {
         }
         return TransportError(
             kind(code: code, osErrno: osErrno),
-            message: tlsDescription(code: Int(code.rawValue), message: message) ?? message,
+            message: tlsDescription(code: Int(code.rawValue), message: message)
+                ?? timeoutDescription(
+                    code: Int(code.rawValue),
+                    message: message,
+                    connected: easy.offset(CURLINFO_CONNECT_TIME_T) > 0
+                ) ?? message,
             curlCode: Int(code.rawValue),
             osErrno: osErrno == 0 ? nil : osErrno,
             requestBytesSent: sent

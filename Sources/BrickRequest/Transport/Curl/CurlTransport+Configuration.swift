@@ -18,6 +18,12 @@ extension CurlTransport {
         /// least every second, so a transfer fails within a quarter more than this. Default 60 s;
         /// `nil` disables it.
         public var idleTimeout: Duration? = .seconds(60)
+        /// How many bytes a transfer must move per ``idleTimeout`` not to count as idle. 1, the
+        /// default: only a transfer that stopped is idle. A peer that trickles a byte a second keeps
+        /// such a transfer alive for as long as it likes; with, say, 1,024 and a 30 s idle timeout,
+        /// any 30 s in which less than 1 KiB moved fails the transfer (libcurl's low-speed limit,
+        /// counted per window). Values below 1 count as 1.
+        public var idleMinimumBytes: Int = 1
         /// Most connections open at once, in use or idle, or `nil` for no limit. Requests beyond
         /// it wait for a connection (they are queued, not failed). It also bounds the idle
         /// connections kept for reuse.

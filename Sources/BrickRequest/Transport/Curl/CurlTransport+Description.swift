@@ -54,7 +54,9 @@ extension CurlTransport {
         }
         if let idle = configuration.idleTimeout {
             // The command line's nearest equivalent of the idle timeout (whole seconds).
-            arguments += ["--speed-limit", "1", "--speed-time", String(max(1, idle.milliseconds() / 1000))]
+            let seconds = max(1, idle.milliseconds() / 1000)
+            let rate = max(1, configuration.idleMinimumBytes / seconds)
+            arguments += ["--speed-limit", String(rate), "--speed-time", String(seconds)]
         }
         arguments += ["--max-filesize", String(request.options.maxResponseSize ?? configuration.maxResponseSize)]
         if configuration.automaticDecompression {
