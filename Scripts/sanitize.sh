@@ -18,18 +18,16 @@ skip='CrashTests'
 filter=(--filter "${BRICK_SANITIZE_FILTER:-BrickRequestTests|BrickOfflineTests}" --skip "$skip")
 if [ -n "${BRICK_SANITIZE_ALL:-}" ]; then
     filter=()
-    suffix=-all
 else
     export BRICK_SANITIZER_SUBSET=1
-    suffix=
 fi
 
 thread() {
     local started=$SECONDS
     echo "sanitize: ThreadSanitizer"
     TSAN_OPTIONS="suppressions=$PWD/.ci/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
-        swift test --scratch-path ".build-tsan$suffix" --sanitize=thread -Xswiftc -DBRICK_SANITIZER_LOCKS \
-        "${filter[@]}" 2>&1 | tail -n 40
+        swift test --scratch-path .build-tsan --sanitize=thread -Xswiftc -DBRICK_SANITIZER_LOCKS \
+        ${filter[@]+"${filter[@]}"} 2>&1 | tail -n 40
     echo "sanitize: ThreadSanitizer passed in $((SECONDS - started)) s"
 }
 
@@ -37,7 +35,7 @@ address() {
     local started=$SECONDS
     echo "sanitize: AddressSanitizer"
     ASAN_OPTIONS="suppressions=$PWD/.ci/asan.supp detect_leaks=0 abort_on_error=1" SWIFT_BACKTRACE=enable=no \
-        swift test --scratch-path ".build-asan$suffix" --sanitize=address "${filter[@]}" 2>&1 | tail -n 40
+        swift test --scratch-path .build-asan --sanitize=address ${filter[@]+"${filter[@]}"} 2>&1 | tail -n 40
     echo "sanitize: AddressSanitizer passed in $((SECONDS - started)) s"
 }
 
