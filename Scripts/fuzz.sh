@@ -45,11 +45,16 @@ run() {
     local binary=$1 target=$2 seconds=$3
     mkdir -p "$scratch/corpus/$target"
     echo "fuzz: $target for ${seconds}s"
+    local status
+    # grep hides libFuzzer's progress lines; the fuzzer's own status decides.
+    set +e
     "$binary" "$target" -max_total_time="$seconds" -print_final_stats=1 -max_len=8192 -timeout=10 \
         -rss_limit_mb=2048 -artifact_prefix="$scratch/artifacts/" "$scratch/corpus/$target" "$corpus/$target" \
-        2>&1 | grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)|ERROR|fuzz check|Fatal error|SUMMARY" || true
-    # grep hides libFuzzer's progress lines; its status decides.
-    return "${PIPESTATUS[0]}"
+        2>&1 | grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb)|ERROR|fuzz check|Fatal error|SUMMARY|Test unit written"
+    status=${PIPESTATUS[0]}
+    set -e
+    [ "$status" -eq 0 ] || echo "fuzz: $target FAILED (status $status)"
+    return "$status"
 }
 
 case "${1:-}" in

@@ -15,14 +15,12 @@ enum HeaderParser {
                 if end > lineStart && buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
                 if let colon = buffer[lineStart..<end].firstIndex(of: UInt8(ascii: ":")) {
                     let nameBytes = UnsafeBufferPointer(rebasing: buffer[lineStart..<colon])
+                    // Trimmed of whitespace and of control bytes, which the lenient value would turn
+                    // into spaces (a value must read back the same once written out: found by fuzzing).
                     var valueStart = colon + 1
-                    while valueStart < end && (buffer[valueStart] == 0x20 || buffer[valueStart] == 0x09) {
-                        valueStart += 1
-                    }
+                    while valueStart < end && Self.isTrimmed(buffer[valueStart]) { valueStart += 1 }
                     var valueEnd = end
-                    while valueEnd > valueStart && (buffer[valueEnd - 1] == 0x20 || buffer[valueEnd - 1] == 0x09) {
-                        valueEnd -= 1
-                    }
+                    while valueEnd > valueStart && Self.isTrimmed(buffer[valueEnd - 1]) { valueEnd -= 1 }
                     if let name = HTTPField.Name(String(decoding: nameBytes, as: UTF8.self)) {
                         fields.append(
                             HTTPField(
@@ -37,6 +35,10 @@ enum HeaderParser {
         }
         return fields
     }
+
+    /// Space, tab and the control bytes a field value may not hold (NUL, CR, DEL…).
+    @inline(__always)
+    private static func isTrimmed(_ byte: UInt8) -> Bool { byte <= 0x20 || byte == 0x7F }
 }
 
 extension HTTPFields {

@@ -1,4 +1,5 @@
 import BrickRequest
+import HTTPTypes
 import Testing
 
 @Suite("Response header lines and netlink datagrams, read without I/O (tables)", .timeLimit(.minutes(1)))
@@ -58,6 +59,18 @@ struct ResponseHeaderReaderTests {
         var trailer = ResponseHeaderReader()
         #expect(status.withUnsafeBufferPointer { trailer.read($0, bodyStarted: true) } == .field)
         #expect(trailer.state == .awaitingStatusLine)
+    }
+
+    /// Found by fuzzing (Tests/Fuzz/Corpus/response-headers/nul-bytes-in-value.bin): NUL bytes
+    /// around a value became spaces that the value kept, so a stored header block read back
+    /// different fields than the response had.
+    @Test("control bytes around a field value are trimmed like spaces; the fields read back the same once written out")
+    func controlBytesTrimmed() {
+        let raw = Array("Content-Type: text/plain\r\nContent-Length: \u{0}\u{0}\u{0}A\r\nX-Tail: b\u{7F}\u{1}\r\n".utf8)
+        let fields = CachedResponse.headerFields(fromRaw: raw)
+        #expect(fields[.contentLength] == "A")
+        #expect(fields[HTTPField.Name("X-Tail")!] == "b")
+        #expect(CachedResponse.headerFields(fromRaw: fields.rawHeaderBytes) == fields)
     }
 
     /// A netlink message: header (length, type, flags, sequence, port) and payload.
