@@ -1,4 +1,7 @@
 import BrickOffline
+import Foundation
+import GRDB
+import Synchronization
 import Testing
 
 /// The group commit's decisions, without I/O: who commits, who waits, who commits next.
@@ -56,6 +59,68 @@ struct GroupCommitStateMachineTests {
                 case .nextCommitter(let next): #expect(next == expected, "\(name), step \(number)")
                 }
             }
+        }
+    }
+}
+
+@Suite("Group commit on SQLite: a refusal among batches written together", .timeLimit(.minutes(1)))
+struct GroupCommitRefusalTests {
+    @Test("16 adds held behind another connection's write lock commit together; the two refused refuse only themselves")
+    func refusalInAGroup() async throws {
+        try await withDirectory { directory in
+            let store = try await SQLiteOfflineStore.open(name: "q", directory: directory)
+            _ = try await store.add(
+                [OfflineEntry.Draft(queue: "q", payload: Data("taken".utf8), dedupeKey: "taken", createdAt: Date())],
+                dedupe: .reject
+            )
+            // Another connection, on a thread of its own, holds the write lock: the first add's
+            // commit waits for it and the other 15 queue up in the group commit behind it.
+            let holder = try DatabaseQueue(path: directory.appendingPathComponent("q.sqlite").path)
+            let locked = DispatchSemaphore(value: 0)
+            let released = DispatchSemaphore(value: 0)
+            Thread {
+                try? holder.inTransaction(.exclusive) { _ in
+                    locked.signal()
+                    while store.groupCommit.waitingCount < 15 { usleep(1000) }
+                    return .commit
+                }
+                try? holder.close()
+                released.signal()
+            }.start()
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async {
+                    locked.wait()
+                    continuation.resume()
+                }
+            }
+            let adds = Task {
+                await withTaskGroup(of: Result<[OfflineEntry.ID], any Error>.self) { group in
+                    for index in 0..<16 {
+                        group.addTask {
+                            let draft = OfflineEntry.Draft(
+                                queue: "q",
+                                payload: Data("\(index)".utf8),
+                                dedupeKey: index % 8 == 0 ? "taken" : "k\(index)",
+                                createdAt: Date()
+                            )
+                            do { return .success(try await store.add([draft], dedupe: .reject)) } catch { return .failure(error) }
+                        }
+                    }
+                    var all: [Result<[OfflineEntry.ID], any Error>] = []
+                    for await outcome in group { all.append(outcome) }
+                    return all
+                }
+            }
+            let outcomes = await adds.value
+            released.wait()
+            let refused = outcomes.compactMap { outcome -> OfflineStoreError? in
+                if case .failure(let error) = outcome { return error as? OfflineStoreError }
+                return nil
+            }
+            #expect(refused.count == 2)
+            #expect(refused.allSatisfy { $0.kind == .duplicate })
+            #expect(try await store.count(queue: "q") == 1 + 14)
+            #expect(store.savepointRounds.load(ordering: .relaxed) >= 1, "the refused batches were written in a group")
         }
     }
 }

@@ -112,6 +112,51 @@ struct StoreContractTests {
         }
     }
 
+    @Test("concurrent adds: a refused batch refuses only itself; every other batch is written once", arguments: StoreKind.allCases)
+    func refusalAmongConcurrentAdds(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try await place.open("q")
+            _ = try await store.add(
+                [OfflineEntry.Draft(queue: "q", payload: Data("taken".utf8), dedupeKey: "taken", createdAt: Date())],
+                dedupe: .reject
+            )
+            // 20 rounds of 16 adds at once (a group commit takes several together), two of each
+            // round refused.
+            var written: Set<OfflineEntry.ID> = []
+            for round in 0..<20 {
+                let outcomes = await withTaskGroup(of: Result<[OfflineEntry.ID], any Error>.self) { group in
+                    for index in 0..<16 {
+                        group.addTask {
+                            let key = index % 8 == 0 ? "taken" : "r\(round)-\(index)"
+                            let drafts = (0..<2).map { part in
+                                OfflineEntry.Draft(
+                                    queue: "q",
+                                    payload: Data("\(round)-\(index)-\(part)".utf8),
+                                    dedupeKey: part == 0 ? key : nil,
+                                    createdAt: Date()
+                                )
+                            }
+                            do { return .success(try await store.add(drafts, dedupe: .reject)) } catch { return .failure(error) }
+                        }
+                    }
+                    var all: [Result<[OfflineEntry.ID], any Error>] = []
+                    for await outcome in group { all.append(outcome) }
+                    return all
+                }
+                let refused = outcomes.filter { if case .failure = $0 { return true } else { return false } }
+                #expect(refused.count == 2, "round \(round)")
+                for case .failure(let error) in outcomes {
+                    #expect((error as? OfflineStoreError)?.kind == .duplicate, "\(error)")
+                }
+                for case .success(let ids) in outcomes { written.formUnion(ids) }
+            }
+            #expect(written.count == 20 * 14 * 2)
+            let stored = try await store.list(queue: "q")
+            #expect(stored.count == 1 + 20 * 14 * 2)
+            #expect(Set(stored.map(\.id)).isSuperset(of: written))
+        }
+    }
+
     @Test("replacePending puts the new entries where the first replaced one was", arguments: StoreKind.allCases)
     func replace(kind: StoreKind) async throws {
         try await withStorePlace(kind) { place in

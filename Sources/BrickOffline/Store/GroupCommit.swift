@@ -22,6 +22,9 @@ package final class GroupCommit: Sendable {
         /// Idle: no commit runs, nobody waits.
         package init() {}
 
+        /// How many callers wait.
+        package var waitingCount: Int { waiting.count }
+
         /// What a caller that arrives does.
         package enum Arrival: Hashable {
             /// No commit runs: commit now, this caller's batch first.
@@ -76,6 +79,9 @@ package final class GroupCommit: Sendable {
     }
 
     private let state = Lock(StateMachine<Waiting>())
+
+    /// How many callers wait for a commit now (for tests).
+    package var waitingCount: Int { state.withLock { $0.waitingCount } }
 
     /// Writes `batch` with others through `commit`, which runs on the committing caller's thread,
     /// gets every batch of the transaction (the committer's first) and returns one result per

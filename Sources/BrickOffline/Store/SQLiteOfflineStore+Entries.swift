@@ -8,36 +8,55 @@ extension SQLiteOfflineStore {
     public func add(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy) async throws -> [OfflineEntry.ID] {
         try await groupCommit.submit(GroupCommit.Batch(drafts: drafts, dedupe: dedupe)) { batches in
             // One transaction for every waiting batch, written on the committer's thread (a hop to
-            // GRDB's writer queue and back would cost more than the commit); with several batches,
-            // each in its own savepoint, so that a duplicate refuses only its own batch.
+            // GRDB's writer queue and back would cost more than the commit). A refusal (a duplicate)
+            // must refuse only its own batch: batches are first written together, and only when one
+            // is refused — rare — is the transaction rolled back and written again with each batch
+            // in a savepoint of its own (two statements per batch the common case does without).
             do {
                 return try self.pool.write { db -> [Result<[OfflineEntry.ID], OfflineStoreError>] in
-                    if batches.count == 1 {
-                        // Alone in its transaction: a refusal rolls the transaction back.
-                        return [.success(try Self.insert(batches[0], into: db))]
-                    }
-                    var results: [Result<[OfflineEntry.ID], OfflineStoreError>] = []
-                    for batch in batches {
-                        var outcome: Result<[OfflineEntry.ID], OfflineStoreError> = .success([])
-                        try db.inSavepoint {
-                            do {
-                                outcome = .success(try Self.insert(batch, into: db))
-                                return .commit
-                            } catch let refusal as OfflineStoreError {
-                                outcome = .failure(refusal)
-                                return .rollback
-                            }
-                        }
-                        results.append(outcome)
-                    }
-                    return results
+                    try batches.map { .success(try Self.insert($0, into: db)) }
                 }
-            } catch let refusal as OfflineStoreError {
-                return batches.map { _ in .failure(refusal) }
+            } catch let refusal as OfflineStoreError where batches.count == 1 {
+                return [.failure(refusal)]
+            } catch is OfflineStoreError {
+                self.savepointRounds.add(1, ordering: .relaxed)
+                return Self.addEachInSavepoint(batches, pool: self.pool)
             } catch {
                 let failure = Self.storeError(error, doing: "add entries")
                 return batches.map { _ in .failure(failure) }
             }
+        }
+    }
+
+    /// Writes `batches` in one transaction, each in a savepoint, so that a refused batch leaves the
+    /// others written.
+    private static func addEachInSavepoint(
+        _ batches: [GroupCommit.Batch],
+        pool: DatabasePool
+    ) -> [Result<[OfflineEntry.ID], OfflineStoreError>] {
+        do {
+            return try pool.write { db -> [Result<[OfflineEntry.ID], OfflineStoreError>] in
+                var results: [Result<[OfflineEntry.ID], OfflineStoreError>] = []
+                for batch in batches {
+                    var outcome: Result<[OfflineEntry.ID], OfflineStoreError> = .success([])
+                    try db.inSavepoint {
+                        do {
+                            outcome = .success(try Self.insert(batch, into: db))
+                            return .commit
+                        } catch let refusal as OfflineStoreError {
+                            outcome = .failure(refusal)
+                            return .rollback
+                        }
+                    }
+                    results.append(outcome)
+                }
+                return results
+            }
+        } catch let refusal as OfflineStoreError {
+            return batches.map { _ in .failure(refusal) }
+        } catch {
+            let failure = storeError(error, doing: "add entries")
+            return batches.map { _ in .failure(failure) }
         }
     }
 

@@ -44,9 +44,12 @@ public final class SQLiteOfflineStore: OfflineStore {
     /// each with its reason.
     public var damagedRowsSetAside: Int { damagedRows.load(ordering: .relaxed) }
     let damagedRows = Atomic<Int>(0)
+    /// Group commits written again, each batch in a savepoint, because one of their batches was
+    /// refused (for tests: the path a duplicate among concurrent adds takes).
+    package let savepointRounds = Atomic<Int>(0)
 
     let pool: DatabasePool
-    let groupCommit = GroupCommit()
+    package let groupCommit = GroupCommit()
     private let lockDescriptor: Int32
 
     /// Opens (or creates) the store `name` in `directory`.
