@@ -5,7 +5,7 @@
 #   Scripts/sanitize.sh [thread|address|both]   the subset CI runs (BRICK_SANITIZER_SUBSET: SQLite
 #                                              only, no PostgreSQL/OpenAPI/tracing/integration builds)
 #   BRICK_SANITIZE_ALL=1 Scripts/sanitize.sh …  the whole suite instead (a much longer build)
-#   BRICK_SANITIZE_FILTER=REGEX Scripts/sanitize.sh …  only the tests REGEX names
+#   BRICK_SANITIZE_FILTER=REGEX Scripts/sanitize.sh …  only the tests REGEX names (with either)
 #
 # Any report fails the run: TSan exits non-zero when it reported a race (halt_on_error stops at the
 # first), ASan aborts at the first bad access.
@@ -14,29 +14,46 @@ cd "$(dirname "$0")/.."
 
 # Both test targets but the kill -9 loops (their probes would be instrumented too, for nothing a
 # sanitizer checks; the SQLite cache's kill test still runs).
-skip='CrashTests'
-filter=(--filter "${BRICK_SANITIZE_FILTER:-BrickRequestTests|BrickOfflineTests}" --skip "$skip")
 if [ -n "${BRICK_SANITIZE_ALL:-}" ]; then
     filter=()
 else
     export BRICK_SANITIZER_SUBSET=1
+    filter=(--skip CrashTests)
+fi
+if [ -n "${BRICK_SANITIZE_FILTER:-}" ]; then
+    filter+=(--filter "$BRICK_SANITIZE_FILTER")
 fi
 
+# Runs `swift test` under one sanitizer; the whole log goes to SCRATCH/sanitize.log, and on failure
+# the first report and the failed tests are shown.
+run() {
+    local name=$1 scratch=$2 started=$SECONDS status
+    shift 2
+    echo "sanitize: $name"
+    set +e
+    mkdir -p "$scratch"
+    swift test --scratch-path "$scratch" "$@" ${filter[@]+"${filter[@]}"} > "$scratch/sanitize.log" 2>&1
+    status=$?
+    set -e
+    grep -E "^(✔|✘) Test run" "$scratch/sanitize.log" || true
+    if [ "$status" -ne 0 ]; then
+        grep -m1 -A40 -E "WARNING: ThreadSanitizer|ERROR: AddressSanitizer" "$scratch/sanitize.log" || true
+        grep -E "^✘ Test .* recorded an issue" "$scratch/sanitize.log" | head -20 || true
+        tail -n 20 "$scratch/sanitize.log"
+        echo "sanitize: $name FAILED (status $status) in $((SECONDS - started)) s; the whole log: $scratch/sanitize.log"
+        return "$status"
+    fi
+    echo "sanitize: $name passed in $((SECONDS - started)) s"
+}
+
 thread() {
-    local started=$SECONDS
-    echo "sanitize: ThreadSanitizer"
     TSAN_OPTIONS="suppressions=$PWD/.ci/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
-        swift test --scratch-path .build-tsan --sanitize=thread -Xswiftc -DBRICK_SANITIZER_LOCKS \
-        ${filter[@]+"${filter[@]}"} 2>&1 | tail -n 40
-    echo "sanitize: ThreadSanitizer passed in $((SECONDS - started)) s"
+        run ThreadSanitizer .build-tsan --sanitize=thread -Xswiftc -DBRICK_SANITIZER_LOCKS
 }
 
 address() {
-    local started=$SECONDS
-    echo "sanitize: AddressSanitizer"
     ASAN_OPTIONS="suppressions=$PWD/.ci/asan.supp detect_leaks=0 abort_on_error=1" SWIFT_BACKTRACE=enable=no \
-        swift test --scratch-path .build-asan --sanitize=address ${filter[@]+"${filter[@]}"} 2>&1 | tail -n 40
-    echo "sanitize: AddressSanitizer passed in $((SECONDS - started)) s"
+        run AddressSanitizer .build-asan --sanitize=address
 }
 
 case "${1:-both}" in
