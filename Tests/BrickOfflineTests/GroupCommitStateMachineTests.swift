@@ -78,10 +78,13 @@ struct GroupCommitRefusalTests {
             let holder = try DatabaseQueue(path: directory.appendingPathComponent("q.sqlite").path)
             let locked = DispatchSemaphore(value: 0)
             let released = DispatchSemaphore(value: 0)
+            let gathered = Mutex(false)
             Thread {
                 try? holder.inTransaction(.exclusive) { _ in
                     locked.signal()
-                    while store.groupCommit.waitingCount < 15 { usleep(1000) }
+                    // Until the 15 wait (never longer than 30 s: a failure, not a hang).
+                    for _ in 0..<30_000 where store.groupCommit.waitingCount < 15 { usleep(1000) }
+                    gathered.withLock { $0 = store.groupCommit.waitingCount >= 15 }
                     return .commit
                 }
                 try? holder.close()
@@ -93,10 +96,14 @@ struct GroupCommitRefusalTests {
                     continuation.resume()
                 }
             }
+            // Each add on a thread of its own: the committer blocks its thread while it waits for
+            // the lock (by design: the store's process owns its file), and the cooperative pool
+            // may be busy with other tests.
+            let executor = ThreadPerJobExecutor()
             let adds = Task {
                 await withTaskGroup(of: Result<[OfflineEntry.ID], any Error>.self) { group in
                     for index in 0..<16 {
-                        group.addTask {
+                        group.addTask(executorPreference: executor) {
                             let draft = OfflineEntry.Draft(
                                 queue: "q",
                                 payload: Data("\(index)".utf8),
@@ -113,6 +120,7 @@ struct GroupCommitRefusalTests {
             }
             let outcomes = await adds.value
             released.wait()
+            #expect(gathered.withLock { $0 }, "the 15 other adds queued up behind the first")
             let refused = outcomes.compactMap { outcome -> OfflineStoreError? in
                 if case .failure(let error) = outcome { return error as? OfflineStoreError }
                 return nil
@@ -122,5 +130,14 @@ struct GroupCommitRefusalTests {
             #expect(try await store.count(queue: "q") == 1 + 14)
             #expect(store.savepointRounds.load(ordering: .relaxed) >= 1, "the refused batches were written in a group")
         }
+    }
+}
+
+/// Runs every job on a new thread of its own (for tests whose tasks block their thread).
+final class ThreadPerJobExecutor: TaskExecutor {
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        Thread { job.runSynchronously(on: executor) }.start()
     }
 }
