@@ -17,8 +17,10 @@ struct BackpressureTests {
                     return state.pausing ? .pause : .more
                 }
             })
-            // An idle timeout far shorter than the pause: a paused transfer must not trip it.
-            let transport = curlTransport { $0.idleTimeout = .milliseconds(200) }
+            // An idle timeout far shorter than the pause: a paused transfer must not trip it. (Not
+            // shorter than 1 s: under a sanitizer's slowdown the server may take longer than 200 ms
+            // to answer at all.)
+            let transport = curlTransport { $0.idleTimeout = .seconds(1) }
             let total = 4_000_000
             let request = try get(
                 server.baseURL + "/stream-bytes/\(total)?chunk_size=65536",
@@ -26,7 +28,7 @@ struct BackpressureTests {
             )
             let task = Task { await transport.result(request) }
             await eventually { counts.state.withLock { $0.pieces } == 1 }
-            try await Task.sleep(for: .milliseconds(800))
+            try await Task.sleep(for: .milliseconds(2500))
             // Paused after the first piece: nothing more arrived, and nothing failed.
             #expect(counts.state.withLock { $0.pieces } == 1)
             #expect(transport.activeTransferCount == 1)
