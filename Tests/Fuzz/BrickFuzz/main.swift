@@ -9,16 +9,21 @@ import CFuzzer
 import Glibc
 
 let arguments = CommandLine.arguments
-guard arguments.count >= 2, let target = FuzzTargets.named[arguments[1]] else {
+// The target comes first; libFuzzer's merge and fork modes start this program again with its own
+// flags only, so the target also travels in the environment, which those children inherit.
+let named = arguments.count >= 2 && FuzzTargets.named[arguments[1]] != nil
+let targetName = named ? arguments[1] : getenv("BRICK_FUZZ_TARGET").map { String(cString: $0) }
+guard let targetName, let target = FuzzTargets.named[targetName] else {
     let names = FuzzTargets.named.keys.sorted().joined(separator: ", ")
     print("usage: brick-fuzz TARGET [libFuzzer flags] [corpus…]\ntargets: \(names)")
     exit(2)
 }
+setenv("BRICK_FUZZ_TARGET", targetName, 1)
 FuzzTargets.selected = target
 
 // libFuzzer reads its own flags from argv: the program's name, then what follows TARGET.
 var fuzzerArguments: [UnsafeMutablePointer<CChar>?] = [CommandLine.unsafeArgv[0]]
-for index in 2..<Int(CommandLine.argc) { fuzzerArguments.append(CommandLine.unsafeArgv[index]) }
+for index in (named ? 2 : 1)..<Int(CommandLine.argc) { fuzzerArguments.append(CommandLine.unsafeArgv[index]) }
 fuzzerArguments.append(nil)
 var fuzzerArgumentCount = Int32(fuzzerArguments.count - 1)
 let status = fuzzerArguments.withUnsafeMutableBufferPointer { buffer in
