@@ -129,13 +129,20 @@ struct SQLiteResponseCacheTests {
             defer { try? FileManager.default.removeItem(atPath: path) }
             let directory = URL(fileURLWithPath: path)
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let opened = await withTaskGroup(of: Bool.self) { group in
+            let opened = await withTaskGroup(of: String.self) { group in
                 for _ in 0..<3 {
-                    group.addTask { (try? SQLiteResponseCache(name: "shared", directory: directory)) != nil }
+                    group.addTask {
+                        do {
+                            _ = try SQLiteResponseCache(name: "shared", directory: directory)
+                            return "opened"
+                        } catch {
+                            return "\(error)"
+                        }
+                    }
                 }
-                return await group.reduce(into: [Bool]()) { $0.append($1) }
+                return await group.reduce(into: [String]()) { $0.append($1) }
             }
-            #expect(opened == [true, true, true])
+            #expect(opened == ["opened", "opened", "opened"])
         }
     }
 

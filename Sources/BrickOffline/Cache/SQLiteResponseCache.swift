@@ -308,13 +308,16 @@ public final class SQLiteResponseCache: ResponseCache {
     private static func open(_ path: String) throws -> DatabasePool {
         // Several processes may open a new cache file at the same moment: switching it to WAL
         // takes a lock for which SQLite does not wait (SQLITE_BUSY at once), so try again, briefly.
+        // For as long as a busy writer would be waited for (the busy timeout, 5 s): on a loaded
+        // machine several openers can take turns failing for longer than a second.
+        let deadline = ContinuousClock.now + .seconds(5)
         var attempt = 0
         while true {
             do {
                 return try openOnce(path)
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && attempt < 20 {
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && ContinuousClock.now < deadline {
                 attempt += 1
-                usleep(UInt32(5_000 * attempt))
+                usleep(UInt32(min(5_000 * attempt, 50_000)))
             }
         }
     }
