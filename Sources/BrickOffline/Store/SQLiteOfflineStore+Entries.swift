@@ -13,32 +13,26 @@ extension SQLiteOfflineStore {
             // is refused — rare — is the transaction rolled back and written again with each batch
             // in a savepoint of its own (two statements per batch the common case does without).
             do {
-                return try self.pool.write { db -> [Result<[OfflineEntry.ID], OfflineStoreError>] in
+                return try self.pool.write { db -> [BatchResult] in
                     try batches.map { .success(try Self.insert($0, into: db)) }
                 }
-            } catch let refusal as OfflineStoreError where batches.count == 1 {
-                return [.failure(refusal)]
-            } catch is OfflineStoreError {
+            } catch is OfflineStoreError where batches.count > 1 {
                 self.savepointRounds.add(1, ordering: .relaxed)
                 return Self.addEachInSavepoint(batches, pool: self.pool)
             } catch {
-                let failure = Self.storeError(error, doing: "add entries")
-                return batches.map { _ in .failure(failure) }
+                return Self.failingAll(batches, error)
             }
         }
     }
 
     /// Writes `batches` in one transaction, each in a savepoint, so that a refused batch leaves the
     /// others written.
-    private static func addEachInSavepoint(
-        _ batches: [GroupCommit.Batch],
-        pool: DatabasePool
-    ) -> [Result<[OfflineEntry.ID], OfflineStoreError>] {
+    private static func addEachInSavepoint(_ batches: [GroupCommit.Batch], pool: DatabasePool) -> [BatchResult] {
         do {
-            return try pool.write { db -> [Result<[OfflineEntry.ID], OfflineStoreError>] in
-                var results: [Result<[OfflineEntry.ID], OfflineStoreError>] = []
+            return try pool.write { db -> [BatchResult] in
+                var results: [BatchResult] = []
                 for batch in batches {
-                    var outcome: Result<[OfflineEntry.ID], OfflineStoreError> = .success([])
+                    var outcome: BatchResult = .success([])
                     try db.inSavepoint {
                         do {
                             outcome = .success(try Self.insert(batch, into: db))
@@ -52,12 +46,18 @@ extension SQLiteOfflineStore {
                 }
                 return results
             }
-        } catch let refusal as OfflineStoreError {
-            return batches.map { _ in .failure(refusal) }
         } catch {
-            let failure = storeError(error, doing: "add entries")
-            return batches.map { _ in .failure(failure) }
+            return failingAll(batches, error)
         }
+    }
+
+    /// One batch's outcome in a group commit.
+    typealias BatchResult = Result<[OfflineEntry.ID], OfflineStoreError>
+
+    /// `error` for every batch of a round that failed as a whole (a refusal as it is).
+    private static func failingAll(_ batches: [GroupCommit.Batch], _ error: any Error) -> [BatchResult] {
+        let failure = error as? OfflineStoreError ?? storeError(error, doing: "add entries")
+        return batches.map { _ in .failure(failure) }
     }
 
     private static func insert(_ batch: GroupCommit.Batch, into db: Database) throws -> [OfflineEntry.ID] {
