@@ -55,7 +55,7 @@ final class Notifier: Sendable {
     private func send(_ queue: String) async {
         while true {
             do {
-                try await client.query("SELECT pg_notify(\(channel), \(Self.payload(sender: sender, queue: queue)))", logger: logger)
+                try await client.executeToEnd("SELECT pg_notify(\(channel), \(Self.payload(sender: sender, queue: queue)))", logger: logger)
             } catch {
                 // The workers' poll finds the work; a notification is an optimisation.
                 logger.debug("offline store could not notify", metadata: ["brick.queue": "\(queue)"])

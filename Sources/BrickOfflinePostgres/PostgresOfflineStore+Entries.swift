@@ -13,11 +13,12 @@ extension PostgresOfflineStore {
 
     public func add(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy) async throws -> [OfflineEntry.ID] {
         guard !drafts.isEmpty else { return [] }
+        for queue in Set(drafts.map(\.queue)) { try OfflineEntry.checkQueueName(queue) }
         let ids: [OfflineEntry.ID]
         if drafts.count <= Self.rowsPerInsert && drafts.allSatisfy({ $0.dedupeKey == nil }) {
             // One statement, committed on its own: no BEGIN and COMMIT round trips.
             ids = try await run("add entries") { [self] in
-                try await client.query(insertStatement(drafts[...], notifying: false, sender: workerName), logger: logger)
+                try await client.executeToEnd(insertStatement(drafts[...], notifying: false, sender: workerName), logger: logger)
                 return drafts.map(\.id)
             }
         } else {
@@ -78,6 +79,7 @@ extension PostgresOfflineStore {
         notifying: Bool,
         sender: String
     ) async throws -> [OfflineEntry.ID] {
+        for queue in Set(drafts.map(\.queue)) { try OfflineEntry.checkQueueName(queue) }
         for draft in drafts {
             guard let key = draft.dedupeKey else { continue }
             var existing: (Int64, UUID?)?
@@ -99,12 +101,12 @@ extension PostgresOfflineStore {
                         : "an entry with dedupe key \(key.debugDescription) is pending"
                 )
             }
-            try await connection.query("DELETE FROM \(unescaped: schema).entry WHERE sequence = \(sequence)", logger: logger)
+            try await connection.executeToEnd("DELETE FROM \(unescaped: schema).entry WHERE sequence = \(sequence)", logger: logger)
         }
         // Multi-row inserts; the notifications, if any, with the last one.
         for start in stride(from: 0, to: drafts.count, by: Self.rowsPerInsert) {
             let end = min(start + Self.rowsPerInsert, drafts.count)
-            try await connection.query(insertStatement(drafts[start..<end], notifying: notifying && end == drafts.count, sender: sender), logger: logger)
+            try await connection.executeToEnd(insertStatement(drafts[start..<end], notifying: notifying && end == drafts.count, sender: sender), logger: logger)
         }
         return drafts.map(\.id)
     }
@@ -243,6 +245,7 @@ extension PostgresOfflineStore {
         ids: [OfflineEntry.ID],
         with drafts: [OfflineEntry.Draft]
     ) async throws -> Bool {
+        for queue in Set(drafts.map(\.queue)) { try OfflineEntry.checkQueueName(queue) }
         let replaced = try await transaction("replace pending entries") { [self] connection in
             var sequences: [Int64] = []
             for id in ids {
@@ -260,25 +263,25 @@ extension PostgresOfflineStore {
                 sequences.append(found)
             }
             guard let first = sequences.min() else { return true }
-            try await connection.query("DELETE FROM \(unescaped: schema).entry WHERE sequence = ANY(\(sequences))", logger: logger)
+            try await connection.executeToEnd("DELETE FROM \(unescaped: schema).entry WHERE sequence = ANY(\(sequences))", logger: logger)
             // The replacements take the first one's place: the entries after it move up (two
             // steps, so that no sequence is ever held twice), then the new ones fill the gap.
             let shift = Int64(drafts.count)
             if shift > 0 {
-                try await connection.query(
+                try await connection.executeToEnd(
                     """
                     UPDATE \(unescaped: schema).entry SET sequence = -sequence - \(shift)
                     WHERE queue = \(queue) AND sequence > \(first)
                     """,
                     logger: logger
                 )
-                try await connection.query(
+                try await connection.executeToEnd(
                     "UPDATE \(unescaped: schema).entry SET sequence = -sequence WHERE queue = \(queue) AND sequence < 0",
                     logger: logger
                 )
             }
             for (offset, draft) in drafts.enumerated() {
-                try await connection.query(
+                try await connection.executeToEnd(
                     """
                     INSERT INTO \(unescaped: schema).entry (sequence, id, queue, payload, idempotency_key, dedupe_key,
                         created_at, not_before, max_attempts, expires_at)
@@ -298,7 +301,7 @@ extension PostgresOfflineStore {
     public func setAside(_ ids: [OfflineEntry.ID], reason: String, now: Date) async throws {
         guard !ids.isEmpty else { return }
         try await run("set entries aside") { [self] in
-            try await client.query(
+            try await client.executeToEnd(
                 """
                 UPDATE \(unescaped: schema).entry SET dead_at = \(now), dead_reason = \(reason)
                 WHERE id = ANY(\(ids)) AND dead_at IS NULL AND lease_token IS NULL
@@ -430,7 +433,7 @@ extension PostgresOfflineStore {
 
     public func removeAll(queue: String) async throws {
         try await run("remove all entries") { [self] in
-            try await client.query("DELETE FROM \(unescaped: schema).entry WHERE queue = \(queue)", logger: logger)
+            try await client.executeToEnd("DELETE FROM \(unescaped: schema).entry WHERE queue = \(queue)", logger: logger)
         }
     }
 

@@ -198,7 +198,7 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
         let said = error.serverInfo?[.message].map { ": \($0)" } ?? ""
         switch state {
         case "23505"?:
-            return OfflineStoreError(.duplicate, message: "cannot \(what): a pending entry has the same dedupe key")
+            return OfflineStoreError(.duplicate, message: "cannot \(what): a pending entry has the same dedupe key (PostgreSQL error 23505)")
         case "53100"?:
             return OfflineStoreError(.diskFull, message: "cannot \(what): the database's disk is full\(said)")
         case let state?:

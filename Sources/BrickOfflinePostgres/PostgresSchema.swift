@@ -101,12 +101,12 @@ enum PostgresSchema {
         do {
             try await client.withTransaction(logger: logger) { connection in
                 // Workers starting together take turns; the lock ends with the transaction.
-                try await connection.query(
+                try await connection.executeToEnd(
                     "SELECT pg_advisory_xact_lock(hashtextextended(\("brick_offline.migrate." + schema), 0))",
                     logger: logger
                 )
-                try await connection.query("CREATE SCHEMA IF NOT EXISTS \(unescaped: schema)", logger: logger)
-                try await connection.query(
+                try await connection.executeToEnd("CREATE SCHEMA IF NOT EXISTS \(unescaped: schema)", logger: logger)
+                try await connection.executeToEnd(
                     """
                     CREATE TABLE IF NOT EXISTS \(unescaped: schema).migration (
                         version integer PRIMARY KEY, name text NOT NULL,
@@ -129,9 +129,9 @@ enum PostgresSchema {
                 }
                 for migration in migrations where migration.version > applied {
                     for statement in migration.statements(schema) {
-                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        try await connection.executeToEnd(PostgresQuery(unsafeSQL: statement), logger: logger)
                     }
-                    try await connection.query(
+                    try await connection.executeToEnd(
                         "INSERT INTO \(unescaped: schema).migration (version, name) VALUES (\(migration.version), \(migration.name))",
                         logger: logger
                     )

@@ -115,7 +115,10 @@ public struct BrickRequestTransport: ClientTransport {
         var headers: [String: String] = [:]
         for field in request.headerFields {
             let name = field.name.canonicalName
-            headers[name] = headers[name].map { $0 + ", " + field.value } ?? field.value
+            // Repeated fields become one: list fields joined with ", " (RFC 9110 §5.3), but
+            // cookies with "; " (RFC 6265 §5.4), or a server reads `a=1, b=2` as one cookie.
+            let separator = field.name == .cookie ? "; " : ", "
+            headers[name] = headers[name].map { $0 + separator + field.value } ?? field.value
         }
         let caches = configuration.cachePolicy != nil && request.method == .get
         let pipe = ResponseBodyPipe(highWater: configuration.responseBufferSize, monitor: monitor)
@@ -205,6 +208,9 @@ final class OperationExchange: Sendable {
         var waiter: CheckedContinuation<HTTPResponse, any Error>?
         var failure: (any Error)?
         var completed = false
+        /// Another attempt's response was refused after the head went out: the body the client
+        /// reads was cut (its connection broke) and cannot be continued.
+        var refusedAnotherAttempt = false
     }
 
     private let state = Lock(State())
@@ -235,8 +241,11 @@ final class OperationExchange: Sendable {
     func responseStarted(status: HTTPResponse.Status, fields: HTTPFields, provisional: Bool) -> Bool {
         let (taken, waiter, head) = state.withLock {
             state -> (Bool, CheckedContinuation<HTTPResponse, any Error>?, HTTPResponse?) in
-            if state.head != nil || state.completed { return (false, nil, nil) }
-            pipe.responseStarted(provisional: provisional)
+            if state.head != nil || state.completed {
+                state.refusedAnotherAttempt = true
+                return (false, nil, nil)
+            }
+            pipe.responseStarted(provisional: provisional, status: status.code)
             if provisional { return (true, nil, nil) }
             var head = HTTPResponse(status: status)
             head.headerFields = fields
@@ -250,13 +259,27 @@ final class OperationExchange: Sendable {
 
     /// The session delivered the operation's outcome.
     func completed(_ response: Response<Empty, BrickError>) {
-        let published = state.withLock { state in
+        let (published, cut) = state.withLock { state in
             state.completed = true
-            return state.head != nil
+            return (state.head != nil, state.refusedAnotherAttempt)
         }
         if published {
             // The head went out with the body streaming: the outcome ends the body.
-            pipe.finish(throwing: response.transportResponse == nil ? (response.error ?? BrickError.cancelled) : nil)
+            guard response.transportResponse == nil else {
+                pipe.finish(throwing: nil)
+                return
+            }
+            var error = response.error ?? BrickError.cancelled
+            if cut && error.code == .cancelled {
+                // Nobody cancelled: the body's connection broke and the session's retry was
+                // refused (a body is never spliced from two attempts).
+                error = BrickError(
+                    .connectionLost,
+                    message: "the connection broke while the response body was read; the body cannot be continued from another attempt",
+                    underlying: error
+                )
+            }
+            pipe.finish(throwing: error)
             return
         }
         let result: Result<HTTPResponse, any Error>

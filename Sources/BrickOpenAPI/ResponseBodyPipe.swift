@@ -1,4 +1,5 @@
 import BrickRequest
+import HTTPTypes
 import OpenAPIRuntime
 import Synchronization
 
@@ -18,6 +19,11 @@ final class ResponseBodyPipe: Sendable {
         /// A response the session may retry: its body is kept (up to `provisionalLimit`), never
         /// paused for, and dropped if another attempt follows.
         var provisional = false
+        /// Bytes of a provisional body beyond `provisionalLimit`, which were not kept: such a
+        /// body, if it turns out to be the last, ends with an error, never as if whole.
+        var droppedBytes = 0
+        /// The status of the response whose body is buffered.
+        var status = 0
     }
 
     private let state = Lock(State())
@@ -35,12 +41,14 @@ final class ResponseBodyPipe: Sendable {
     }
 
     /// A new response begins (the first, or another attempt's): what an earlier one left is dropped.
-    func responseStarted(provisional: Bool) {
+    func responseStarted(provisional: Bool, status: Int = 0) {
         state.withLock { state in
             state.chunks.removeAll()
             state.head = 0
             state.buffered = 0
             state.provisional = provisional
+            state.droppedBytes = 0
+            state.status = status
         }
     }
 
@@ -49,9 +57,11 @@ final class ResponseBodyPipe: Sendable {
         let chunk = ArraySlice(bytes.bindMemory(to: UInt8.self))
         let (waiter, demand) = state.withLock { state -> (CheckedContinuation<ArraySlice<UInt8>?, any Error>?, ResponseBodyStream.Demand) in
             if state.provisional {
-                if state.buffered < Self.provisionalLimit {
+                if state.buffered + chunk.count <= Self.provisionalLimit && state.droppedBytes == 0 {
                     state.chunks.append(chunk)
                     state.buffered += chunk.count
+                } else {
+                    state.droppedBytes += chunk.count
                 }
                 return (nil, .more)
             }
@@ -78,6 +88,16 @@ final class ResponseBodyPipe: Sendable {
         let waiter = state.withLock { state -> CheckedContinuation<ArraySlice<UInt8>?, any Error>? in
             state.finished = true
             state.failure = error
+            if error == nil && state.droppedBytes > 0 {
+                // The last attempt was a retryable status whose body outgrew what is kept while
+                // another attempt may follow: what was kept is read, then this error.
+                let kept = state.buffered  // a provisional body is not read before it ends
+                state.failure = BrickError(
+                    .invalidResponse,
+                    message: "the body of the last response (status \(state.status), retryable) was larger than the 1 MiB kept while another attempt might follow: \(kept) of \(kept + state.droppedBytes) bytes were kept",
+                    status: state.status == 0 ? nil : HTTPResponse.Status(code: state.status)
+                )
+            }
             state.provisional = false
             defer { state.waiter = nil }
             return state.waiter

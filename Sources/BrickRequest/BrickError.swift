@@ -104,7 +104,12 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// For a request the host's traffic policy held back (``Code/hostPaused``,
     /// ``Code/rateLimited``, ``Code/circuitOpen``): the earliest date it could be sent, when known.
-    public var notBefore: Date? { transportError?.notBefore }
+    /// For a response whose `Retry-After` the call did not wait for (see
+    /// ``Response/notBefore``): the date the server named.
+    public var notBefore: Date? { serverNotBefore ?? transportError?.notBefore }
+
+    /// The date of a server's `Retry-After` the call did not wait for.
+    package var serverNotBefore: Date?
 
     /// Compares codes only.
     public static func == (lhs: BrickError, rhs: BrickError) -> Bool { lhs.code == rhs.code }

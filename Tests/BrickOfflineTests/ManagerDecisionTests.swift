@@ -88,7 +88,19 @@ final class FailingStore: OfflineStore {
     struct Refused: Error, CustomStringConvertible { var description: String { "refused by the test" } }
 
     func add(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy) async throws -> [OfflineEntry.ID] { try await inner.add(drafts, dedupe: dedupe) }
-    func lease(queue: String, limit: Int, cap: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] { try await inner.lease(queue: queue, limit: limit, cap: cap, now: now, for: duration) }
+    /// While set, the next `lease` waits (its cap already chosen) until ``releaseLease()``.
+    let holdsLease = Lock(false)
+    /// A `lease` is waiting.
+    let leaseWaiting = Lock(false)
+    private let leaseRelease = AsyncStream.makeStream(of: Void.self)
+    func releaseLease() { leaseRelease.continuation.yield() }
+    func lease(queue: String, limit: Int, cap: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] {
+        if holdsLease.withLock({ held in defer { held = false }; return held }) {
+            leaseWaiting.withLock { $0 = true }
+            for await _ in leaseRelease.stream { break }
+        }
+        return try await inner.lease(queue: queue, limit: limit, cap: cap, now: now, for: duration)
+    }
     func leaseHead(queue: String, now: Date, for duration: Duration) async throws -> OfflineEntry? { try await inner.leaseHead(queue: queue, now: now, for: duration) }
     func replacePending(queue: String, ids: [OfflineEntry.ID], with drafts: [OfflineEntry.Draft]) async throws -> Bool { try await inner.replacePending(queue: queue, ids: ids, with: drafts) }
     func setAside(_ ids: [OfflineEntry.ID], reason: String, now: Date) async throws { try await inner.setAside(ids, reason: reason, now: now) }
@@ -134,6 +146,41 @@ struct ManagerStoreFailureTests {
             }
             #expect(failure?.contains("cannot remove a finished request") == true, "\(failure ?? "none")")
             #expect(failure?.contains("refused by the test") == true)
+        }
+    }
+}
+
+@Suite("Setup order does not break the cap", .timeLimit(.minutes(1)))
+struct ManagerCapOrderTests {
+    @Test("register starts a claim with the default cap 10; the cap set to 1 on the next line still holds: never two requests at once")
+    func capSetAfterRegister() async throws {
+        try await withDirectory { directory in
+            MockRequest.board = MockBoard()
+            MockRequest.board.set("capped") { $0.runsFor = .milliseconds(30) }
+            let store = FailingStore(try SQLiteOfflineStore(name: "capped", directory: directory))
+            let manager = OfflineRequestManager(name: "capped", store: store, session: Session(reachability: ManualReachability()))
+            // 20 requests stored by an earlier run (or another process of the fleet).
+            let drafts = try (0..<20).map { _ in try manager.draft(MockRequest(name: "capped")) }
+            _ = try await store.add(drafts, dedupe: .reject)
+            store.holdsLease.withLock { $0 = true }
+            manager.register(MockRequest.self)
+            // The loop's first claim is under way with the cap it read (10) ...
+            await eventually { store.leaseWaiting.withLock { $0 } }
+            // ... when the app sets the cap on the line after `register`.
+            manager.simultaneousRequestCap = 1
+            store.releaseLease()
+            await eventually { MockRequest.board.get("capped").performed == 20 }
+            #expect(MockRequest.board.get("capped").mostRunning == 1)
+        }
+    }
+
+    @Test("the cap and the delegate are initializer parameters")
+    func capInInitializer() async throws {
+        try await withDirectory { directory in
+            let listener = Listener()
+            let manager = try OfflineRequestManager(name: "init", directory: directory, simultaneousRequestCap: 1, delegate: listener)
+            #expect(manager.simultaneousRequestCap == 1)
+            #expect(manager.delegate === listener)
         }
     }
 }

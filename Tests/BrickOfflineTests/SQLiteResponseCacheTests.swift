@@ -57,6 +57,84 @@ func stored(_ url: String, bytes: Int, fields: HTTPFields = [:]) -> CachedRespon
 
 func key(_ url: String) -> CacheKey { CacheKey(method: "GET", url: url) }
 
+/// A cached GET whose cache is declared `any ResponseCache`, as users write it.
+final class ExistentialCacheGet: Component, GETRequestType, NonAutoRetryType, CachedResponseType, DataResponseType {
+    let urlString: String
+    let cache: any ResponseCache
+    var responseCache: any ResponseCache { cache }
+    init(_ url: String, cache: any ResponseCache) {
+        self.urlString = url
+        self.cache = cache
+        super.init()
+    }
+}
+
+/// A cached GET whose cache is declared as an optional of a concrete type.
+final class OptionalCacheGet: Component, GETRequestType, NonAutoRetryType, CachedResponseType, DataResponseType {
+    let urlString: String
+    let cache: SQLiteResponseCache?
+    var responseCache: SQLiteResponseCache? { cache }
+    init(_ url: String, cache: SQLiteResponseCache?) {
+        self.urlString = url
+        self.cache = cache
+        super.init()
+    }
+}
+
+/// A cached GET whose declared cache is not a cache at all.
+final class NotACacheGet: Component, GETRequestType, NonAutoRetryType, CachedResponseType, DataResponseType {
+    let urlString: String
+    var responseCache: String { "api" }
+    init(_ url: String) {
+        self.urlString = url
+        super.init()
+    }
+}
+
+@Suite("A declared cache is used however it is spelled", .timeLimit(.minutes(1)))
+struct DeclaredCacheTests {
+    @Test("`any ResponseCache` and an optional SQLiteResponseCache: the response is in the file after flush(), and a new cache on the file (an app restarted offline) answers from it")
+    func spellings() async throws {
+        try await withDirectory { directory in
+            let server = try await BrickTestServer.start()
+            let existentialURL = server.baseURL + "/cache/existential?max_age=600"
+            let optionalURL = server.baseURL + "/cache/optional?max_age=600"
+            do {
+                let cache = try SQLiteResponseCache(name: "declared", directory: directory)
+                let first = await ExistentialCacheGet(existentialURL, cache: cache).response()
+                #expect(first.source == .network)
+                let second = await OptionalCacheGet(optionalURL, cache: cache).response()
+                #expect(second.source == .network)
+                try cache.flush()
+                #expect(try cache.count() == 2)
+            }
+            await server.shutdown()
+            // The server is gone: only the file can answer.
+            let reopened = try SQLiteResponseCache(name: "declared", directory: directory)
+            let offline = await ExistentialCacheGet(existentialURL, cache: reopened).response()
+            #expect(offline.source == .cache)
+            #expect(offline.status == .ok)
+            let optional = await OptionalCacheGet(optionalURL, cache: reopened).response()
+            #expect(optional.source == .cache)
+        }
+    }
+
+    @Test("an optional declared nil uses the session's cache; a declared type that is not a cache fails every request with invalidRequest, unsent")
+    func nilAndNotACache() async throws {
+        let server = try await BrickTestServer.start()
+        defer { Task { await server.shutdown() } }
+        let url = server.baseURL + "/cache/session?max_age=600"
+        let first = await OptionalCacheGet(url, cache: nil).response()
+        #expect(first.source == .network)
+        let second = await OptionalCacheGet(url, cache: nil).response()
+        #expect(second.source == .cache)
+        let misdeclared = await NotACacheGet(server.baseURL + "/cache/never?max_age=600").response()
+        #expect(misdeclared.error?.code == .invalidRequest)
+        #expect(misdeclared.error?.message.contains("String") == true)
+        #expect(server.requests(path: "/cache/never").isEmpty)
+    }
+}
+
 @Suite("SQLiteResponseCache on disk", .timeLimit(.minutes(1)))
 struct SQLiteResponseCacheTests {
     @Test("survives a restart: a new cache object (and session) reads what the last one stored, with no server")

@@ -300,6 +300,77 @@ struct BrickRequestTransportTests {
     }
 }
 
+
+/// What the transport must never do quietly: end a body early as if it were whole, or merge
+/// header fields into something the server reads differently.
+@Suite("BrickRequestTransport: bodies end whole or with an error; fields keep their meaning", .timeLimit(.minutes(2)))
+struct OpenAPITransportFaultTests {
+    /// Sends `GET path` straight through a transport and collects the body.
+    private func get(
+        _ server: BrickTestServer,
+        _ path: String,
+        headers: HTTPFields = [:],
+        retry: AutoRetryConfiguration = AutoRetryConfiguration(breakTime: .milliseconds(10), maxRetryCount: 1)
+    ) async throws -> (HTTPResponse, [UInt8]) {
+        let transport = BrickRequestTransport(session: Session(), configuration: .init(retry: retry))
+        var request = HTTPRequest(method: .get, scheme: nil, authority: nil, path: path)
+        request.headerFields = headers
+        let (response, body) = try await transport.send(
+            request,
+            body: nil,
+            baseURL: try #require(URL(string: server.baseURL)),
+            operationID: "probe"
+        )
+        let bytes = try await [UInt8](collecting: try #require(body), upTo: 64 << 20)
+        return (response, bytes)
+    }
+
+    @Test("the last of two retryable 503s with 3 MiB bodies: the body is delivered whole, or its iteration throws; never cut short and ended normally")
+    func largeProvisionalBody() async throws {
+        try await withServer { server in
+            let large = [UInt8](repeating: UInt8(ascii: "e"), count: 3 << 20)
+            server.script("/big", [.respond(status: 503, body: large), .respond(status: 503, body: large)])
+            do {
+                let (response, bytes) = try await get(server, "/big")
+                #expect(response.status == .serviceUnavailable)
+                #expect(bytes.count == large.count, "a body of \(large.count) bytes ended normally after \(bytes.count)")
+            } catch let error as BrickError {
+                #expect(error.code == .invalidResponse, "\(error)")
+                #expect(error.message.contains("1 MiB") || error.message.contains("1048576"), "\(error)")
+            }
+            #expect(server.requests(path: "/big").count == 2)
+        }
+    }
+
+    @Test("a body the server cuts after the head was handed over ends with connectionLost, not cancelled")
+    func bodyCutByServer() async throws {
+        try await withServer { server in
+            server.script("/bytes/3000000", [.routeCutAfter(bodyBytes: 100_000)])
+            do {
+                let (_, bytes) = try await get(server, "/bytes/3000000")
+                Issue.record("a cut body ended normally after \(bytes.count) bytes")
+            } catch let error as BrickError {
+                #expect(error.code == .connectionLost, "\(error)")
+            }
+        }
+    }
+
+    @Test("two Cookie fields reach the server as one field joined with '; ' (RFC 6265 §5.4)")
+    func cookiesJoined() async throws {
+        try await withServer { server in
+            var headers = HTTPFields()
+            headers.append(HTTPField(name: .cookie, value: "a=1"))
+            headers.append(HTTPField(name: .cookie, value: "b=2"))
+            headers.append(HTTPField(name: .accept, value: "text/plain"))
+            headers.append(HTTPField(name: .accept, value: "application/json"))
+            _ = try await get(server, "/get", headers: headers)
+            let request = try #require(server.requests(path: "/get").first)
+            #expect(request.header("Cookie") == "a=1; b=2")
+            #expect(request.header("Accept") == "text/plain, application/json")
+        }
+    }
+}
+
 /// Records the operation name of every request it sees.
 private final class NameRecorder: RequestInstrument {
     let names = Lock<[String?]>([])

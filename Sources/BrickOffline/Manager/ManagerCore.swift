@@ -184,9 +184,8 @@ final class ManagerCore: Sendable {
         if state.withLock({ $0.closed }) {
             throw BrickError(.invalidRequest, message: "offline request manager \(name) is closed; make a new one on its store to queue requests")
         }
+        let draft = try draft(request)
         await loadOutstanding()
-        let data = try payload(request)
-        let draft = OfflineEntry.Draft(queue: name, payload: data, createdAt: now())
         // Counted before it is stored: the loop may start it as soon as it is.
         state.withLock { $0.outstanding += 1 }
         let ids: [OfflineEntry.ID]
@@ -199,6 +198,16 @@ final class ManagerCore: Sendable {
         updateProgress()
         start()
         return ids.first ?? draft.id
+    }
+
+    /// The entry ``queue(_:)`` stores for `request`, checked (the queue's name) and encoded.
+    func draft(_ request: any OfflineRequest) throws(BrickError) -> OfflineEntry.Draft {
+        do {
+            try OfflineEntry.checkQueueName(name)
+        } catch {
+            throw BrickError(.invalidRequest, message: "offline request manager: \(error.message)", underlying: error)
+        }
+        return OfflineEntry.Draft(queue: name, payload: try payload(request), createdAt: now())
     }
 
     func pending() async throws(BrickError) -> [Pending] {
@@ -399,7 +408,28 @@ final class ManagerCore: Sendable {
                 await sleep(until: next)
                 continue
             }
+            // The cap may have been lowered while the claim was under way (set right after
+            // `register`, which starts processing): what is over the cap now goes back at once,
+            // unattempted, so that one process's stale cap never breaks the fleet's.
+            let room = settings.withLock { $0.cap } - state.withLock { $0.running.count }
+            if leased.count > max(0, room) {
+                let surplus = leased[max(0, room)...]
+                leased = Array(leased.prefix(max(0, room)))
+                await handBack(surplus)
+            }
             for entry in leased { await begin(entry) }
+        }
+    }
+
+    /// Releases the leases of entries claimed but not started: due again as they were, no
+    /// attempt counted.
+    private func handBack(_ entries: ArraySlice<OfflineEntry>) async {
+        for entry in entries {
+            guard let lease = entry.lease?.token else { continue }
+            let record = OfflineEntry.AttemptRecord(date: now(), status: nil, error: "not attempted: over the cap")
+            await leasedWrite("hand back an entry over the cap", entry.id) { store in
+                try await store.reschedule(entry.id, lease: lease, notBefore: entry.notBefore, attempt: record, countsAttempt: false)
+            }
         }
     }
 

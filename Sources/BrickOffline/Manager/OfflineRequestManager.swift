@@ -7,9 +7,8 @@ import Synchronization
 /// (OfflineRequestManager's model, on Linux).
 ///
 /// ```swift
-/// let manager = try OfflineRequestManager(name: "uploads")
+/// let manager = try OfflineRequestManager(name: "uploads", simultaneousRequestCap: 1)  // one after another, in order
 /// manager.register(UploadPhoto.self)
-/// manager.simultaneousRequestCap = 1              // strictly one after another, in order
 /// try await manager.queueRequest(UploadPhoto(path: "/var/spool/photo-1.jpg"))   // returns once on disk
 /// ```
 ///
@@ -75,18 +74,48 @@ public final class OfflineRequestManager: Sendable {
     ///   - name: Letters, digits, `-`, `_`, `.`.
     ///   - directory: Default ``PersistentRequestQueue/defaultDirectory``.
     ///   - session: Handed to each request's ``OfflineRequestContext``. Default `.shared`.
+    ///   - simultaneousRequestCap: The most requests performed at once. Default 10.
+    ///   - delegate: Decides and hears what happens; held weakly. Default none.
     /// - Throws: ``OfflineStoreError`` when the store cannot be opened.
-    public convenience init(name: String, directory: URL? = nil, session: Session = .shared) throws {
+    public convenience init(
+        name: String,
+        directory: URL? = nil,
+        session: Session = .shared,
+        simultaneousRequestCap: Int = 10,
+        delegate: (any OfflineRequestManagerDelegate)? = nil
+    ) throws {
         let store = try SQLiteOfflineStore(name: name, directory: directory ?? PersistentRequestQueue.defaultDirectory)
-        self.init(name: name, store: store, session: session)
+        self.init(name: name, store: store, session: session, simultaneousRequestCap: simultaneousRequestCap, delegate: delegate)
     }
 
     /// Creates a manager on a store of your own.
-    public init(name: String, store: any OfflineStore, session: Session = .shared) {
+    ///
+    /// On a store shared by several processes (``PostgresOfflineStore``), give every process the
+    /// same `simultaneousRequestCap`, here rather than by setting the property later: the cap
+    /// holds for the fleet only when every claim is made with it.
+    ///
+    /// - Parameters:
+    ///   - name: The queue's name in the store.
+    ///   - store: The store.
+    ///   - session: Handed to each request's ``OfflineRequestContext``. Default `.shared`.
+    ///   - simultaneousRequestCap: The most requests performed at once (by the fleet, on a shared
+    ///     store). Default 10.
+    ///   - delegate: Decides and hears what happens; held weakly. Default none.
+    public init(
+        name: String,
+        store: any OfflineStore,
+        session: Session = .shared,
+        simultaneousRequestCap: Int = 10,
+        delegate: (any OfflineRequestManagerDelegate)? = nil
+    ) {
         self.name = name
         self.store = store
         self.session = session
         self.core = ManagerCore(name: name, store: store, session: session)
+        core.settings.withLock {
+            $0.cap = max(1, simultaneousRequestCap)
+            $0.delegate = WeakDelegate(delegate)
+        }
         core.ownerBox.withLock { $0 = WeakManager(self) }
         core.register(BrickEndpointRequest.self, starting: false)
     }
@@ -97,8 +126,9 @@ public final class OfflineRequestManager: Sendable {
 
     /// Registers a request type, so that stored requests of its ``OfflineRequest/kind`` can be read
     /// back, and starts processing: the stored requests of this kind (and every other registered
-    /// one) go out without any other call. Set the ``delegate`` and ``simultaneousRequestCap``
-    /// first.
+    /// one) go out without any other call. Pass the ``delegate`` and ``simultaneousRequestCap``
+    /// to the initializer; a cap lowered after processing started still holds — what the loop
+    /// had claimed over it is handed back unattempted.
     public func register<Request: OfflineRequest>(_ type: Request.Type) {
         core.register(type, starting: true)
     }
@@ -133,6 +163,12 @@ public final class OfflineRequestManager: Sendable {
     public var delegate: (any OfflineRequestManagerDelegate)? {
         get { core.settings.withLock { $0.delegate.value } }
         set { core.settings.withLock { $0.delegate = WeakDelegate(newValue) } }
+    }
+
+    /// The entry ``queueRequest(_:)-(OfflineRequest)`` would store for `request`, without storing
+    /// it (for tests that fill a store as an earlier run would).
+    package func draft(_ request: any OfflineRequest) throws(BrickError) -> OfflineEntry.Draft {
+        try core.draft(request)
     }
 
     /// Queues a request; returns once it is on disk, and starts processing.

@@ -93,6 +93,11 @@ final class QueueCore: Sendable {
         _ request: TransportRequest,
         options: PersistentRequestQueue.EntryOptions
     ) throws(BrickError) -> OfflineEntry.Draft {
+        do {
+            try OfflineEntry.checkQueueName(name)
+        } catch {
+            throw BrickError(.invalidRequest, message: "offline queue: \(error.message)", underlying: error)
+        }
         let stored = try StoredRequest(request, sensitiveHeaders: sensitiveHeaders)
         let payload = try stored.encoded()
         let now = self.now()

@@ -69,6 +69,31 @@ public struct OfflineEntry: Sendable, Hashable, Identifiable {
         self.deadLetter = deadLetter
     }
 
+    /// The longest queue name, in UTF-8 bytes, that every store and every API accepts (a
+    /// PostgreSQL notification carries the name, and a SQLite store's file is named after it).
+    public static let maximumQueueNameBytes = 200
+
+    /// Checks `name` against the one rule for queue names of every store: not empty, at most
+    /// ``maximumQueueNameBytes`` UTF-8 bytes, no control character. Stores and queues call it
+    /// before any I/O.
+    ///
+    /// - Throws: ``OfflineStoreError`` of kind ``OfflineStoreError/Kind/invalidName``.
+    public static func checkQueueName(_ name: String) throws(OfflineStoreError) {
+        let bytes = name.utf8.count
+        if bytes == 0 {
+            throw OfflineStoreError(.invalidName, message: "a queue name cannot be empty")
+        }
+        if bytes > maximumQueueNameBytes {
+            throw OfflineStoreError(
+                .invalidName,
+                message: "queue name \(String(name.prefix(32)).debugDescription)… is \(bytes) bytes long; the most is \(maximumQueueNameBytes) bytes"
+            )
+        }
+        if name.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
+            throw OfflineStoreError(.invalidName, message: "queue name \(name.debugDescription) holds a control character")
+        }
+    }
+
     /// An entry to add: what the caller decides; the store assigns the sequence.
     public struct Draft: Sendable, Hashable {
         /// The identity.
@@ -288,6 +313,9 @@ public struct OfflineStoreError: Error, Sendable, Hashable, CustomStringConverti
         public static let notFound = Kind("notFound")
         /// Any other failure to read or write the store (permissions, I/O).
         public static let io = Kind("io")
+        /// A queue or store name breaks the naming rule (see ``OfflineEntry/checkQueueName(_:)``):
+        /// refused before any I/O.
+        public static let invalidName = Kind("invalidName")
 
         /// The kind's name.
         public var description: String { name }

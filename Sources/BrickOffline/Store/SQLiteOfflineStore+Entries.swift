@@ -6,7 +6,8 @@ import Synchronization
 /// The entries: what ``OfflineStore`` asks of the embedded store, one SQLite transaction each.
 extension SQLiteOfflineStore {
     public func add(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy) async throws -> [OfflineEntry.ID] {
-        try await groupCommit.submit(GroupCommit.Batch(drafts: drafts, dedupe: dedupe)) { batches in
+        for queue in Set(drafts.map(\.queue)) { try OfflineEntry.checkQueueName(queue) }
+        return try await groupCommit.submit(GroupCommit.Batch(drafts: drafts, dedupe: dedupe)) { batches in
             // One transaction for every waiting batch, written on the committer's thread (a hop to
             // GRDB's writer queue and back would cost more than the commit). A refusal (a duplicate)
             // must refuse only its own batch: batches are first written together, and only when one
@@ -197,7 +198,8 @@ extension SQLiteOfflineStore {
         ids: [OfflineEntry.ID],
         with drafts: [OfflineEntry.Draft]
     ) async throws -> Bool {
-        try await write("replace pending entries") { db in
+        for queue in Set(drafts.map(\.queue)) { try OfflineEntry.checkQueueName(queue) }
+        return try await write("replace pending entries") { db in
             var first: Int64? = nil
             for id in ids {
                 guard

@@ -105,8 +105,9 @@ public final class SQLiteOfflineStore: OfflineStore {
 
     /// The database's path, the name checked and the directory made.
     private static func path(name: String, directory: URL) throws -> String {
-        guard !name.isEmpty, name.utf8.allSatisfy({ $0.isStoreNameByte }) else {
-            throw OfflineStoreError(.io, message: "invalid store name \(name.debugDescription)")
+        try OfflineEntry.checkQueueName(name)
+        guard name.utf8.allSatisfy({ $0.isStoreNameByte }) else {
+            throw OfflineStoreError(.invalidName, message: "invalid store name \(name.debugDescription): letters, digits, -, _ and . only")
         }
         try Self.makeDirectory(directory.path)
         return directory.appendingPathComponent(name + ".sqlite").path

@@ -26,12 +26,16 @@
 public protocol CachedResponseType: ResponseType {
     /// How the cache is used. Default ``CachePolicy/http``.
     var cachePolicy: CachePolicy { get }
-    /// The type of ``responseCache``, inferred from your declaration (`var responseCache:
-    /// SQLiteResponseCache { … }`): any other spelling — `any ResponseCache`, an optional — does
-    /// not compile, rather than being silently ignored. Default ``SessionResponseCache``.
-    associatedtype ResponseCacheType: ResponseCache = SessionResponseCache
-    /// Where responses are kept. Default the session's, ``Session/Configuration/responseCache`` (its
-    /// replacement's, inside ``Session/withReplacement(_:keepingEndpointCaches:isolation:operation:)``).
+    /// The type of ``responseCache``, inferred from your declaration: a concrete cache
+    /// (`var responseCache: SQLiteResponseCache { … }`), `any ResponseCache`, or an optional of
+    /// either (`nil`: the session's cache) — each is used as written. A type that is not a
+    /// ``ResponseCache`` fails every request of the endpoint with ``BrickError/Code/invalidRequest``
+    /// naming it. Default ``SessionResponseCache``.
+    ///
+    /// Unconstrained on purpose: an associated type constrained to ``ResponseCache`` cannot be
+    /// `any ResponseCache` (an existential does not conform to its protocol), so that spelling
+    /// compiled and silently fell back to the session's cache.
+    associatedtype ResponseCacheType: Sendable = SessionResponseCache
     var responseCache: ResponseCacheType { get }
     /// Whether responses to requests that carry credentials (`Authorization`, or an
     /// ``AuthenticatedRequestType``'s) are stored even when the response does not say `public`,
@@ -47,10 +51,54 @@ extension CachedResponseType {
     public var cachesAuthorizedResponses: Bool { false }
     /// From ``cachePolicy``, ``responseCache`` and ``cachesAuthorizedResponses``.
     public var responseCaching: ResponseCaching? {
-        // The session's own cache unwrapped: no forwarding on the request path.
-        let cache: any ResponseCache = (responseCache as? SessionResponseCache)?.cache ?? responseCache
-        return ResponseCaching(policy: cachePolicy, cache: cache, storesAuthorizedResponses: cachesAuthorizedResponses)
+        let cache: any ResponseCache
+        var misdeclared: BrickError? = nil
+        switch Self.resolve(responseCache) {
+        case .cache(let declared):
+            cache = declared
+        case .sessionCache:
+            cache = session.resolved.configuration.responseCache
+        case .notACache(let type):
+            cache = session.resolved.configuration.responseCache  // never used: the request fails
+            misdeclared = BrickError(
+                .invalidRequest,
+                message: "\(Self.self).responseCache is a \(type), which is not a ResponseCache: declare a ResponseCache, any ResponseCache or an optional of one"
+            )
+        }
+        var caching = ResponseCaching(policy: cachePolicy, cache: cache, storesAuthorizedResponses: cachesAuthorizedResponses)
+        caching.misdeclared = misdeclared
+        return caching
     }
+
+    /// The cache that ``responseCache`` names, whatever its spelling.
+    static func resolve(_ declared: ResponseCacheType) -> ResolvedCache {
+        // The session's own cache unwrapped: no forwarding on the request path.
+        if let session = declared as? SessionResponseCache { return .cache(session.cache) }
+        if let cache = declared as? any ResponseCache { return .cache(cache) }
+        // An optional's `nil` (`as?` unwraps a present one above).
+        if case Optional<Any>.none = declared as Any { return .sessionCache }
+        return .notACache(String(describing: ResponseCacheType.self))
+    }
+
+    /// The cache ``responseCache`` names, or the error that it names none.
+    func resolvedResponseCache() throws(BrickError) -> any ResponseCache {
+        switch Self.resolve(responseCache) {
+        case .cache(let cache): return cache
+        case .sessionCache: return session.resolved.configuration.responseCache
+        case .notACache:
+            throw responseCaching?.misdeclared ?? BrickError(.invalidRequest, message: "no response cache")
+        }
+    }
+}
+
+/// What a ``CachedResponseType/responseCache`` declaration resolves to.
+enum ResolvedCache {
+    /// This cache.
+    case cache(any ResponseCache)
+    /// An optional declared `nil`: the session's.
+    case sessionCache
+    /// A declared type that is not a cache (its name).
+    case notACache(String)
 }
 
 extension CachedResponseType where ResponseCacheType == SessionResponseCache {
@@ -102,7 +150,7 @@ extension CachedResponseType where Self: Component {
     ///   rendered, ``BrickError/Code/storage`` when the store fails.
     public func removeCachedResponses() throws(BrickError) {
         let request = try RequestRenderer.render(self, session: session)
-        try responseCache.removeCachedResponses(for: CacheKey(method: request.method.rawValue, url: request.urlString))
+        try resolvedResponseCache().removeCachedResponses(for: CacheKey(method: request.method.rawValue, url: request.urlString))
     }
 }
 
@@ -115,6 +163,8 @@ public struct ResponseCaching: Sendable {
     public var cache: any ResponseCache
     /// Whether responses to requests with credentials are stored anyway.
     public var storesAuthorizedResponses: Bool
+    /// Why the endpoint's declared cache is not one: every request of it fails with this.
+    package var misdeclared: BrickError?
 
     /// Creates the settings.
     ///

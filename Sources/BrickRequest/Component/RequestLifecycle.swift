@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Synchronization
 
 /// Where a request is in its life.
@@ -26,6 +27,8 @@ package final class RequestLifecycle: Sendable {
         var task: TransportTask?
         /// The destination's reachability when the last attempt failed for want of a network.
         var reachabilityAtFailure: ReachabilityStatus?
+        /// The date the server's `Retry-After` named, when the call ended without waiting for it.
+        var declinedRetryDate: Date?
         /// The session's list of running requests, while this one is in it. Unretained: the
         /// session (which owns the list) is held by whoever runs the request until it completes.
         var registry: Unmanaged<RunningRequests>?
@@ -120,6 +123,15 @@ package final class RequestLifecycle: Sendable {
         }
     }
 
+    /// Records the date a server's `Retry-After` named when the retry engine delivered its
+    /// response without waiting for it.
+    func noteDeclinedRetry(until date: Date) {
+        storage.withLock { $0.declinedRetryDate = date }
+    }
+
+    /// The date recorded by ``noteDeclinedRetry(until:)``, if any.
+    var declinedRetryDate: Date? { storage.withLock { $0.declinedRetryDate } }
+
     /// Cancels the request. Returns the state it was in before (so a waiting request's handler can
     /// be told); does nothing once completed.
     @discardableResult
@@ -147,20 +159,22 @@ package final class RequestLifecycle: Sendable {
 
     /// ``complete()``, and the retries made, under one lock. The finished transfer is released
     /// after the lock.
-    func completeCountingRetries() -> (completed: Bool, retries: Int) {
+    func completeCountingRetries() -> (completed: Bool, retries: Int, declinedRetryDate: Date?) {
         // The task comes out of the lock so that releasing it (and the transfer) happens after it.
-        let (_, completed, retries, registry) = storage.withLock {
-            storage -> (TransportTask?, Bool, Int, Unmanaged<RunningRequests>?) in
+        let (_, completed, retries, declined, registry) = storage.withLock {
+            storage -> (TransportTask?, Bool, Int, Date?, Unmanaged<RunningRequests>?) in
             let finished = storage.task
             let registry = storage.registry
             storage.task = nil
             storage.registry = nil
-            if storage.state == .cancelled { return (finished, false, storage.retryCount, registry) }
+            if storage.state == .cancelled {
+                return (finished, false, storage.retryCount, storage.declinedRetryDate, registry)
+            }
             storage.state = .completed
-            return (finished, true, storage.retryCount, registry)
+            return (finished, true, storage.retryCount, storage.declinedRetryDate, registry)
         }
         registry?._withUnsafeGuaranteedRef { $0.remove(self) }
-        return (completed, retries)
+        return (completed, retries, declined)
     }
 }
 

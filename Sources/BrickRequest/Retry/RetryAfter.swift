@@ -3,7 +3,8 @@ import FoundationEssentials
 /// Parses `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date (IMF-fixdate, RFC 850
 /// or asctime form).
 package enum RetryAfterParsing {
-    /// The delay a `Retry-After` value asks for, measured from `now`.
+    /// The delay a `Retry-After` value asks for, measured from `now` (delta-seconds saturate at
+    /// 2^31 s).
     ///
     /// - Parameters:
     ///   - value: The header's value.
@@ -11,7 +12,9 @@ package enum RetryAfterParsing {
     /// - Returns: The delay, or `nil` when the value is neither a number of seconds nor a date.
     package static func delay(_ value: String, now: Date) -> Duration? {
         let trimmed = value.trimmingSpacesAndTabs()
-        if let seconds = trimmed.decimalDigitsValue { return .seconds(seconds) }
+        // delta-seconds: a value too large for an integer saturates (at 2^31 s) like any other huge
+        // one, never reads as nothing.
+        if let seconds = trimmed.deltaSecondsValue { return .seconds(seconds) }
         guard let date = HTTPDate.parse(trimmed, now: now) else { return nil }
         let interval = date.timeIntervalSince(now)
         return interval <= 0 ? .zero : .milliseconds(Int64((interval * 1000).rounded(.up)))

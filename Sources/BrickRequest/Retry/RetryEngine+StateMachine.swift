@@ -17,7 +17,12 @@ import Glibc
 /// | 10 | 60 s (512 s capped) | 0–60 s |
 ///
 /// A `Retry-After` header (when ``AutoRetryConfiguration/honorsRetryAfter``) is never undercut: the
-/// delay is at least what the server asked, capped at ``RetryEngine/maximumRetryAfter``.
+/// delay is at least what the server asked. An in-memory call never waits past its own time limit
+/// (the request's `timeout` and ``AutoRetryConfiguration/maxTotalDuration``, whichever is shorter,
+/// from the first attempt's start), and never longer than ``longestRetryAfter`` (its host's
+/// ``HostPolicy/WhenLimited`` wait, 30 s by default) for a `Retry-After`: a server that asks for
+/// more ends the call at once with its response, and ``declinedRetryAfter`` says what it asked
+/// (long waits belong to the durable queue, which persists the date).
 package struct RetryEngine: Sendable {
     /// What the session does next.
     package enum Action: Sendable, Hashable {
@@ -39,11 +44,19 @@ package struct RetryEngine: Sendable {
         case failure(TransportError)
     }
 
-    /// The longest `Retry-After` obeyed: 10 minutes. Longer requests are capped.
-    package static let maximumRetryAfter: Duration = .seconds(600)
+    /// The longest `Retry-After` obeyed by default: 30 s, the default host policy's wait.
+    package static let defaultLongestRetryAfter: Duration = .seconds(30)
 
     /// The configuration in force.
     package let configuration: AutoRetryConfiguration
+    /// The call's own time limit, measured from its first attempt's start: the shorter of the
+    /// request's `timeout` and ``AutoRetryConfiguration/maxTotalDuration``; `nil` for none.
+    package let timeLimit: Duration?
+    /// The longest `Retry-After` the call waits for; a longer one ends it with the response.
+    package let longestRetryAfter: Duration
+    /// The `Retry-After` of the last response, when the engine delivered it without waiting for
+    /// it (longer than ``longestRetryAfter``, past the time limit, or no retries left).
+    package private(set) var declinedRetryAfter: Duration?
     /// Whether the request may be repeated (idempotent method or `Idempotency-Key`).
     package let isIdempotent: Bool
     /// Retries made so far (attempts spent, parking excluded).
@@ -57,14 +70,23 @@ package struct RetryEngine: Sendable {
     /// - Parameters:
     ///   - configuration: The retry configuration.
     ///   - isIdempotent: Whether the request may be repeated.
+    ///   - timeout: The request's own timeout, which bounds the whole call, or `nil`.
+    ///   - longestRetryAfter: The longest `Retry-After` waited for (the host's wait).
     ///   - random: Returns a uniform value in `0…upperBound` (injected for tests).
     package init(
         configuration: AutoRetryConfiguration,
         isIdempotent: Bool,
+        timeout: Duration? = nil,
+        longestRetryAfter: Duration = RetryEngine.defaultLongestRetryAfter,
         random: @escaping @Sendable (Double) -> Double = { Double.random(in: 0...$0) }
     ) {
         self.configuration = configuration
         self.isIdempotent = isIdempotent
+        switch (configuration.maxTotalDuration, timeout) {
+        case (let total?, let timeout?): timeLimit = min(total, timeout)
+        case (let total, let timeout): timeLimit = total ?? timeout
+        }
+        self.longestRetryAfter = max(.zero, longestRetryAfter)
         self.random = random
     }
 
@@ -82,6 +104,7 @@ package struct RetryEngine: Sendable {
         isReachable: Bool?,
         response: TransportResponse? = nil
     ) -> Action {
+        declinedRetryAfter = nil
         // A refusal by the host's traffic policy is that policy's decision, not the rule's.
         if let rule = configuration.rule, !Self.isHeldBack(outcome) {
             var context = RetryContext(attempt: retryCount + 1, response: response, elapsed: elapsed, isIdempotent: isIdempotent)
@@ -110,7 +133,7 @@ package struct RetryEngine: Sendable {
                 configuration: configuration,
                 isIdempotent: isIdempotent
             )
-            retryAfter = configuration.honorsRetryAfter ? after.map { min($0, Self.maximumRetryAfter) } : nil
+            retryAfter = configuration.honorsRetryAfter ? after : nil
         case .failure(let error) where error.kind == .circuitOpen:
             // An open breaker fails fast, except for a request that may park while the host is
             // unreachable: it waits for the network, spending nothing, and is admitted again.
@@ -128,8 +151,8 @@ package struct RetryEngine: Sendable {
             return .deliver
         case .parkUntilOnline where configuration.enableBackgroundRetry && isReachable == false:
             if configuration.failWhenNotReachable { return .deliver }
-            if let limit = configuration.maxTotalDuration, elapsed >= limit {
-                lastReason = "the total time limit was reached"
+            if let limit = timeLimit, elapsed >= limit {
+                lastReason = "the call's time limit (\(limit)) was reached"
                 return .deliver
             }
             // Parking spends no attempt; the monitor releases the request when the route returns.
@@ -139,11 +162,18 @@ package struct RetryEngine: Sendable {
             // like any transient failure: spending attempts, so it can never loop.
             guard retryCount < configuration.maxRetryCount else {
                 lastReason = "no retries left (\(configuration.maxRetryCount) allowed): " + lastReason
+                declinedRetryAfter = retryAfter
+                return .deliver
+            }
+            if let retryAfter, retryAfter > longestRetryAfter {
+                lastReason = "the server asked to retry after \(retryAfter), longer than a call waits (\(longestRetryAfter)): delivered at once"
+                declinedRetryAfter = retryAfter
                 return .deliver
             }
             let delay = max(backoffDelay(afterFailure: retryCount + 1), retryAfter ?? .zero)
-            if let limit = configuration.maxTotalDuration, elapsed + delay > limit {
-                lastReason = "the next attempt would pass the total time limit"
+            if let limit = timeLimit, elapsed + delay > limit {
+                lastReason = "the next attempt would pass the call's time limit (\(limit))"
+                declinedRetryAfter = retryAfter
                 return .deliver
             }
             retryCount += 1
@@ -163,8 +193,8 @@ package struct RetryEngine: Sendable {
             lastReason = "no retries left (\(configuration.maxRetryCount) allowed): " + reason
             return .deliver
         }
-        if let limit = configuration.maxTotalDuration, elapsed + delay > limit {
-            lastReason = "the next attempt would pass the total time limit"
+        if let limit = timeLimit, elapsed + delay > limit {
+            lastReason = "the next attempt would pass the call's time limit (\(limit))"
             return .deliver
         }
         retryCount += 1

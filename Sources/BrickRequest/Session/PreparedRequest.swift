@@ -33,15 +33,20 @@ struct PreparedRequest: Sendable {
     init(_ request: some RequestType) {
         let (session, imposedCache) = request.session.resolvedWithCaches
         self.session = session
-        do {
-            rendered = .success(try RequestRenderer.render(request, session: session, startsRequest: true))
-        } catch {
-            rendered = .failure(error)
+        var caching = request.responseCaching
+        if let misdeclared = caching?.misdeclared {
+            // A declared cache that is not one: the request fails, rather than bypass it unseen.
+            rendered = .failure(misdeclared)
+        } else {
+            do {
+                rendered = .success(try RequestRenderer.render(request, session: session, startsRequest: true))
+            } catch {
+                rendered = .failure(error)
+            }
         }
         validation = request.responseValidation
         retry = request.autoRetryConfiguration
         authenticator = request.requestAuthenticator
-        var caching = request.responseCaching
         if let imposedCache { caching?.cache = imposedCache }  // a test's replacement: never the app's cache
         self.caching = caching
         operationName = request.operationName
@@ -76,6 +81,8 @@ struct Outcome: Sendable {
     @usableFromInline var source: ResponseSource = .network
     @usableFromInline var isStale = false
     @usableFromInline var age: Duration?
+    /// The date a server's `Retry-After` named when the call ended without waiting for it.
+    @usableFromInline var notBefore: Date?
 
     /// A failure before or without a response.
     static func failed(_ error: BrickError, request: TransportRequest?, retryCount: Int = 0) -> Outcome {
@@ -102,7 +109,8 @@ struct Outcome: Sendable {
                 retryCount: retryCount,
                 source: source,
                 isStale: isStale,
-                age: age
+                age: age,
+                notBefore: notBefore
             )
         case .failed(let error, let response):
             return Response(
@@ -112,7 +120,8 @@ struct Outcome: Sendable {
                 retryCount: retryCount,
                 source: source,
                 isStale: isStale,
-                age: age
+                age: age,
+                notBefore: notBefore
             )
         }
     }

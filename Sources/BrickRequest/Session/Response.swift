@@ -29,6 +29,12 @@ public struct Response<Success: Sendable, Failure: Error>: Sendable {
     /// How old a response from the cache is (RFC 9111 §4.2.3: its age when it was stored plus the
     /// time since); `nil` for a response from the network.
     public let age: Duration?
+    /// The date the server named in its `Retry-After` when the call ended without waiting for
+    /// it: longer than the call waits in memory (its host's ``HostPolicy/whenLimited`` wait, 30 s
+    /// by default), past the request's own `timeout` or its ``AutoRetryConfiguration/maxTotalDuration``,
+    /// or with no retries left. Send it again then, or hand it to a `PersistentRequestQueue` with
+    /// `notBefore`; `nil` otherwise.
+    public let notBefore: Date?
 
     /// Creates a response.
     ///
@@ -40,6 +46,7 @@ public struct Response<Success: Sendable, Failure: Error>: Sendable {
     ///   - source: Where it came from.
     ///   - isStale: Whether it is stale.
     ///   - age: Its age, for a response from the cache.
+    ///   - notBefore: The date of a `Retry-After` the call did not wait for.
     public init(
         request: TransportRequest?,
         result: Result<Success, Failure>,
@@ -47,8 +54,10 @@ public struct Response<Success: Sendable, Failure: Error>: Sendable {
         retryCount: Int = 0,
         source: ResponseSource = .network,
         isStale: Bool = false,
-        age: Duration? = nil
+        age: Duration? = nil,
+        notBefore: Date? = nil
     ) {
+        self.notBefore = notBefore
         self.isStale = isStale
         self.age = age
         self.request = request

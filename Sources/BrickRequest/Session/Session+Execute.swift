@@ -29,6 +29,9 @@ final class Exchange: Sendable {
     let handler: @Sendable (Outcome) -> Void
     /// The first attempt's admission by the host's traffic policy.
     let ticket: TrafficControl.Ticket
+    /// When the first attempt started, on the session clock: the request's own timeout and
+    /// `maxTotalDuration` run from here.
+    let startedAt: Duration
 
     init(
         session: Session,
@@ -44,6 +47,7 @@ final class Exchange: Sendable {
         self.lifecycle = lifecycle
         self.ticket = ticket
         self.handler = handler
+        self.startedAt = session.clock.elapsed()
     }
 
     /// Starts the first attempt on the transport.
@@ -70,7 +74,7 @@ final class Exchange: Sendable {
         Task { [self] in
             // No authenticator on this path, so the loop cannot fail with an authentication error.
             let final =
-                (try? await session.retryLoop(prepared, request: request, first: result, lifecycle: lifecycle))
+                (try? await session.retryLoop(prepared, request: request, first: result, startedAt: startedAt, lifecycle: lifecycle))
                 ?? result
             session.callbacks.submit(self, final)
         }
@@ -246,9 +250,12 @@ extension Session {
         await withTaskCancellationHandler {
             () async -> Result<Result<TransportResponse, TransportError>, BrickError> in
             do throws(BrickError) {
+                let startedAt = clock.elapsed()
                 let first = try await attempt(request, kind: .first, prepared: prepared, lifecycle: lifecycle)
                 guard mayRetry(first, prepared: prepared, lifecycle: lifecycle) else { return .success(first) }
-                return .success(try await retryLoop(prepared, request: request, first: first, lifecycle: lifecycle))
+                return .success(
+                    try await retryLoop(prepared, request: request, first: first, startedAt: startedAt, lifecycle: lifecycle)
+                )
             } catch {
                 return .failure(error)
             }
@@ -295,7 +302,7 @@ extension Session {
         result: consuming Result<TransportResponse, TransportError>,
         lifecycle: RequestLifecycle
     ) -> Outcome {
-        let (completed, retries) = lifecycle.completeCountingRetries()
+        let (completed, retries, declinedRetryDate) = lifecycle.completeCountingRetries()
         let wasCancelled = !completed
         for monitor in eventMonitors { monitor.request(request, didCompleteWith: result) }
         // Consumed: the response moves into the outcome instead of being copied.
@@ -328,9 +335,15 @@ extension Session {
             }
             do throws(BrickError) {
                 if let validation = prepared.validation { try validation.validate(response) }
-                return Outcome(request: request, ending: .validated(response), retryCount: retries)
+                var outcome = Outcome(request: request, ending: .validated(response), retryCount: retries)
+                outcome.notBefore = declinedRetryDate
+                return outcome
             } catch {
-                return Outcome(request: request, ending: .failed(error, response), retryCount: retries)
+                var error = error
+                if let declinedRetryDate { error.serverNotBefore = declinedRetryDate }
+                var outcome = Outcome(request: request, ending: .failed(error, response), retryCount: retries)
+                outcome.notBefore = declinedRetryDate
+                return outcome
             }
         }
     }

@@ -45,14 +45,24 @@ extension Session {
     /// Runs the retry engine from the outcome of the first attempt until it says deliver.
     ///
     /// Waits (backoff delays, parking) run in child tasks registered with the lifecycle, so
-    /// `cancel()` ends them at once.
+    /// `cancel()` ends them at once. The request's own `timeout` bounds the whole call, measured
+    /// from `startedAt` (the first attempt's start on the session clock): no wait runs past it and
+    /// each retry is sent with what is left of it.
     func retryLoop(
         _ prepared: PreparedRequest,
         request: TransportRequest,
         first: Result<TransportResponse, TransportError>,
+        startedAt: Duration,
         lifecycle: RequestLifecycle
     ) async throws(BrickError) -> Result<TransportResponse, TransportError> {
-        var engine = RetryEngine(configuration: prepared.retry, isIdempotent: request.isIdempotent)
+        let callTimeout = request.options.timeout
+        var engine = RetryEngine(
+            configuration: prepared.retry,
+            isIdempotent: request.isIdempotent,
+            timeout: callTimeout,
+            longestRetryAfter: traffic.longestRetryAfter(for: request)
+        )
+        let clock = self.clock
         var result = first
         // Retries after a transport failure or a network change never reuse a pooled connection:
         // it may be the dead one.
@@ -85,7 +95,7 @@ extension Session {
             }
             let action = engine.attemptFinished(
                 outcome,
-                elapsed: clock.elapsed(),
+                elapsed: clock.elapsed() - startedAt,
                 isReachable: status == .unknown ? nil : status == .reachable,
                 response: response
             )
@@ -96,6 +106,10 @@ extension Session {
             }
             switch action {
             case .deliver:
+                if let declined = engine.declinedRetryAfter {
+                    // Long waits belong to a durable queue: the caller sees the date and decides.
+                    lifecycle.noteDeclinedRetry(until: Date().addingTimeInterval(declined.seconds))
+                }
                 if engine.retryCount > 0 || !engine.lastReason.isEmpty {
                     var metadata = Self.metadata(request, prepared)
                     metadata["brick.retry.reason"] = "\(engine.lastReason)"
@@ -110,7 +124,6 @@ extension Session {
                 metadata["brick.retry.delay"] = "\(delay)"
                 metadata["brick.retry.reason"] = "\(engine.lastReason)"
                 prepared.logger.debug("retrying after a delay", metadata: metadata)
-                let clock = self.clock
                 let sleeper = Task { try await clock.sleep(delay) }
                 lifecycle.attach(TransportTask { sleeper.cancel() })
                 _ = await sleeper.result
@@ -119,11 +132,32 @@ extension Session {
                 prepared.observation?.requestDidPark()
                 prepared.logger.debug("parked until the network returns", metadata: Self.metadata(request, prepared))
                 let reachability = self.reachability
-                let parker = Task { await Self.waitUntilReachable(host, reachability) }
+                let parker: Task<Void, Never>
+                if let limit = engine.timeLimit {
+                    // Parked no longer than the call's time limit: whichever comes first ends it.
+                    let deadline = startedAt + limit
+                    parker = Task {
+                        await withTaskGroup(of: Void.self) { group in
+                            group.addTask { await Self.waitUntilReachable(host, reachability) }
+                            group.addTask { try? await clock.sleepUntilElapsed(deadline) }
+                            await group.next()
+                            group.cancelAll()
+                        }
+                    }
+                } else {
+                    parker = Task { await Self.waitUntilReachable(host, reachability) }
+                }
                 lifecycle.attach(TransportTask { parker.cancel() })
                 await parker.value
             }
             if lifecycle.isCancelled { return Self.cancelled(after: result) }
+            if let callTimeout {
+                // Each retry gets what is left of the call's own timeout; none is left: the last
+                // outcome is the call's.
+                let remaining = callTimeout - (clock.elapsed() - startedAt)
+                guard remaining > .zero else { return result }
+                request.options.timeout = remaining
+            }
             if case .failure(let error) = result {
                 request.options.requiresFreshConnection = true
                 // A download cut off mid-body continues from where it stopped.

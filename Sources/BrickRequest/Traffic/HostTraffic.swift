@@ -283,8 +283,14 @@ package struct HostTraffic: Sendable {
     ///   - now: The time.
     ///   - idleTime: How long unused.
     package func isIdle(at now: Duration, for idleTime: Duration) -> Bool {
-        active == 0 && inFlight == 0 && waiters.isEmpty && now - lastUsed >= idleTime && limiter.isAtRest(at: now)
+        isUnused && now - lastUsed >= idleTime && limiter.isAtRest(at: now)
             && (!hasBreaker || breaker?.isClosed == true)
+    }
+
+    /// Whether nothing is in flight or in line for the host (it may be evicted when the session
+    /// keeps too many hosts).
+    package var isUnused: Bool {
+        active == 0 && inFlight == 0 && waiters.isEmpty
     }
 
     /// How the breaker counts an outcome: network-class failures (the server could not be reached,

@@ -103,14 +103,24 @@ package struct RateLimiter: Sendable, Hashable {
         return pausedUntil
     }
 
-    /// Whether the limiter holds nothing worth keeping at `now` (no pause, no learned rate, a full
-    /// bucket): an idle host may then be forgotten.
+    /// Whether the limiter holds nothing worth keeping at `now` (no pause, no learned rate that
+    /// has not recovered, a full bucket): an idle host may then be forgotten.
     ///
     /// - Parameter now: The time.
     package func isAtRest(at now: Duration) -> Bool {
-        guard pause(at: now) == nil, learned == nil else { return false }
+        guard pause(at: now) == nil, hasRecovered(at: now) else { return false }
         guard let rate else { return true }
         return tokens + rate * (now - refilledAt).seconds >= burst
+    }
+
+    /// Whether no learned rate holds at `now`: none was learned, or the time since the last
+    /// change would have raised it back to its ceiling (silence counts as successes do, so a host
+    /// that went quiet after a bare `429` is not slowed for ever).
+    ///
+    /// - Parameter now: The time.
+    package func hasRecovered(at now: Duration) -> Bool {
+        guard let learned else { return true }
+        return learned + ceiling * Self.recoveryPerSecond * max(.zero, now - raisedAt).seconds >= ceiling
     }
 
     /// Takes a token, or reserves the next one, or refuses.

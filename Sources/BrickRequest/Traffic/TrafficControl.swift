@@ -10,13 +10,17 @@ import Synchronization
 /// dictionary lookup of the policy and nothing more.
 ///
 /// Memory is bounded: a host unused for ``idleTime`` with nothing learned is forgotten (swept at
-/// most every ``sweepInterval``), and past ``maximumHosts`` only hosts with something to
+/// most every ``sweepInterval``, so admission costs the same however many hosts there are; a
+/// learned rate has recovered by then), and past ``maximumHosts`` the least recently used hosts
+/// nobody is using are forgotten down to three quarters of the bound. Before that, only hosts with something to
 /// remember are kept.
 package final class TrafficControl: Sendable {
     /// How long an unused host with nothing learned is kept.
     package static let idleTime: Duration = .seconds(300)
     /// How often idle hosts are swept.
     package static let sweepInterval: Duration = .seconds(10)
+    /// The longest pause a host's `Retry-After` imposes on every caller: 10 minutes.
+    package static let longestLearnedPause: Duration = .seconds(600)
     /// The hosts kept before idle ones are forgotten at once.
     package static let maximumHosts = 4096
 
@@ -93,6 +97,7 @@ package final class TrafficControl: Sendable {
         var handedOver: Set<UInt64> = []
         var nextWaiter: UInt64 = 1
         var lastSweep: Duration = .zero
+        var sweeps = 0
     }
 
     /// The policies.
@@ -137,6 +142,17 @@ package final class TrafficControl: Sendable {
             return .untracked
         }
         return Ticket(request: request, kind: kind, timeout: request.options.timeout, waitsOutPauses: waitsOutPauses)
+    }
+
+    /// The longest a call to `request`'s host waits in memory for a `Retry-After`: its policy's
+    /// ``HostPolicy/WhenLimited/wait(atMost:)`` (30 s by default), zero with
+    /// ``HostPolicy/WhenLimited/fail``.
+    package func longestRetryAfter(for request: TransportRequest) -> Duration {
+        let policy = hasHostPolicies ? policy(forKey: request.trafficKey) : policies.default
+        switch policy.whenLimited {
+        case .wait(let atMost): return atMost
+        case .fail: return .zero
+        }
     }
 
     /// One step of admission, under the lock: the verdict for an attempt that has not waited, or
@@ -338,7 +354,7 @@ package final class TrafficControl: Sendable {
             let retryAfter =
                 response.status.code == 429 || response.status.code == 503
                 ? response.headerFields[.retryAfter].flatMap { RetryAfterParsing.delay($0, now: Date()) }
-                    .map { min($0, RetryEngine.maximumRetryAfter) }
+                    .map { min($0, Self.longestLearnedPause) }
                 : nil
             observed = .status(response.status.code, retryAfter: retryAfter)
         case .failure(let error):
@@ -421,12 +437,26 @@ package final class TrafficControl: Sendable {
     // MARK: - Helpers
 
     private func sweepIfDue(_ state: inout State, at now: Duration) {
-        guard now - state.lastSweep >= Self.sweepInterval || state.hosts.count >= Self.maximumHosts else { return }
+        // At most once per interval, so that admission costs the same with 10 hosts or 10,000;
+        // sooner only when the table has grown to twice its bound within one interval.
+        guard now - state.lastSweep >= Self.sweepInterval || state.hosts.count >= 2 * Self.maximumHosts else { return }
         state.lastSweep = now
-        let idleTime = state.hosts.count >= Self.maximumHosts ? .zero : Self.idleTime
-        state.hosts = state.hosts.filter { !$0.value.traffic.isIdle(at: now, for: idleTime) }
+        state.sweeps += 1
+        state.hosts = state.hosts.filter { !$0.value.traffic.isIdle(at: now, for: Self.idleTime) }
+        if state.hosts.count > Self.maximumHosts {
+            // Past the bound, the least recently used hosts that nobody is using go, whatever they
+            // learned, down to three quarters of it (so the next sweep is not due at once).
+            let unused = state.hosts.filter { $0.value.traffic.isUnused }
+                .sorted { $0.value.traffic.lastUsed < $1.value.traffic.lastUsed }
+            for (key, _) in unused.prefix(state.hosts.count - Self.maximumHosts * 3 / 4) {
+                state.hosts[key] = nil
+            }
+        }
         if let recent = state.recent, state.hosts[recent.slot.key] !== recent.slot { state.recent = nil }
     }
+
+    /// How many sweeps of the host table have run (for tests).
+    package var sweepCount: Int { state.withLock { $0.sweeps } }
 
     /// The host's slot, made (with its policy) the first time the host is seen.
     private func slot(for request: TransportRequest, in state: inout State, at now: Duration) -> HostSlot {

@@ -261,47 +261,102 @@ public struct TransportRequest: Sendable {
         return isSecure ? 443 : 80
     }
 
-    /// The destination as traffic control keys it: the authority (`host[:port]`), lowercased.
+    /// The destination as traffic control keys it: the authority (`host[:port]`), lowercased,
+    /// the port left out when it is the scheme's default and a trailing dot of the name dropped, so
+    /// that `HOST`, `host:80` and `host.` (for `http`) are one host with one cap.
     package var trafficKey: String {
-        switch storage.value.target {
-        case .parsed(let isHTTPS, let authorityEnd):
-            // Bytes only, straight from the URL: `Character`-level work would cost more than the
-            // rest of admission.
-            var url = storage.value.urlString
-            return url.withUTF8 { bytes in
-                let authority = UnsafeBufferPointer(rebasing: bytes[(isHTTPS ? 8 : 7)..<authorityEnd])
-                var hasUppercase = false
-                for byte in authority where byte &- UInt8(ascii: "A") < 26 {
-                    hasUppercase = true
-                    break
-                }
-                let key = String(decoding: authority, as: UTF8.self)
-                return hasUppercase ? key.lowercased() : key
+        withAuthorityBytes { authority, isHTTPS in
+            let parts = Self.trafficKeyParts(authority, isHTTPS: isHTTPS)
+            var key: [UInt8] = []
+            key.reserveCapacity(parts.length)
+            for index in parts.host { key.append(Self.lowercased(authority[index])) }
+            if let port = parts.port {
+                key.append(UInt8(ascii: ":"))
+                key.append(contentsOf: authority[port])
             }
-        case .explicit(_, let authority, _):
-            return authority?.lowercased() ?? ""
+            return String(decoding: key, as: UTF8.self)
         }
     }
 
     /// Whether ``trafficKey``'s bytes are `key` (compared in place, ASCII case ignored, without
     /// making the key).
     package func hasTrafficKey(_ key: [UInt8]) -> Bool {
-        guard case .parsed(let isHTTPS, let authorityEnd) = storage.value.target else {
-            return Array(trafficKey.utf8) == key
-        }
-        let start = isHTTPS ? 8 : 7
-        guard authorityEnd - start == key.count else { return false }
-        let compared = storage.value.urlString.utf8.withContiguousStorageIfAvailable { bytes in
-            key.withUnsafeBufferPointer { expected in
-                for index in 0..<expected.count {
-                    var byte = bytes[start &+ index]
-                    if byte &- UInt8(ascii: "A") < 26 { byte |= 0x20 }
-                    if byte != expected[index] { return false }
-                }
-                return true
+        withAuthorityBytes { authority, isHTTPS in
+            let parts = Self.trafficKeyParts(authority, isHTTPS: isHTTPS)
+            guard parts.length == key.count else { return false }
+            var position = 0
+            for index in parts.host {
+                if Self.lowercased(authority[index]) != key[position] { return false }
+                position &+= 1
             }
+            if let port = parts.port {
+                if key[position] != UInt8(ascii: ":") { return false }
+                position &+= 1
+                for index in port {
+                    if authority[index] != key[position] { return false }
+                    position &+= 1
+                }
+            }
+            return true
         }
-        return compared ?? (Array(trafficKey.utf8) == key)
+    }
+
+    /// Calls `body` with the authority's UTF-8 bytes and whether the scheme is `https` (`nil`:
+    /// neither `http` nor `https`, or no scheme).
+    private func withAuthorityBytes<T>(_ body: (UnsafeBufferPointer<UInt8>, Bool?) -> T) -> T {
+        switch storage.value.target {
+        case .parsed(let isHTTPS, let authorityEnd):
+            // Bytes only, straight from the URL: `Character`-level work would cost more than the
+            // rest of admission.
+            var url = storage.value.urlString
+            return url.withUTF8 { bytes in
+                body(UnsafeBufferPointer(rebasing: bytes[(isHTTPS ? 8 : 7)..<authorityEnd]), isHTTPS)
+            }
+        case .explicit(let scheme, let authority, _):
+            var authority = authority ?? ""
+            let isHTTPS: Bool? =
+                switch scheme?.lowercased() {
+                case "https"?: true
+                case "http"?: false
+                default: nil
+                }
+            return authority.withUTF8 { body($0, isHTTPS) }
+        }
+    }
+
+    /// The parts of an authority's bytes that make its traffic key: the host without a trailing
+    /// dot, and the port unless it is empty or the scheme's default; `length` is the key's.
+    static func trafficKeyParts(
+        _ authority: UnsafeBufferPointer<UInt8>,
+        isHTTPS: Bool?
+    ) -> (host: Range<Int>, port: Range<Int>?, length: Int) {
+        var hostEnd = authority.count
+        var port: Range<Int>? = nil
+        // An IPv6 literal's colons are inside its brackets; a port follows the closing one.
+        var portSearchStart = 0
+        if authority.first == UInt8(ascii: "[") {
+            portSearchStart = (authority.firstIndex(of: UInt8(ascii: "]")) ?? authority.count - 1) + 1
+        }
+        if portSearchStart < authority.count,
+            let colon = authority[portSearchStart...].lastIndex(of: UInt8(ascii: ":"))
+        {
+            hostEnd = colon
+            port = (colon + 1)..<authority.count
+        }
+        if let digits = port {
+            let value = authority[digits]
+            let isDefault =
+                (isHTTPS == true && value.elementsEqual("443".utf8))
+                || (isHTTPS == false && value.elementsEqual("80".utf8))
+            if value.isEmpty || isDefault { port = nil }
+        }
+        if portSearchStart == 0, hostEnd > 0, authority[hostEnd - 1] == UInt8(ascii: ".") { hostEnd -= 1 }
+        let length = hostEnd + (port.map { 1 + $0.count } ?? 0)
+        return (0..<hostEnd, port, length)
+    }
+
+    private static func lowercased(_ byte: UInt8) -> UInt8 {
+        byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte
     }
 
     /// The host the request goes to (without port or IPv6 brackets), for reachability.

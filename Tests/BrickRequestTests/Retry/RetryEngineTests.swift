@@ -91,13 +91,14 @@ struct RetryEngineTests {
         #expect(engine.retryCount == maxRetryCount)
     }
 
-    @Test("Retry-After is never undercut, and capped")
+    @Test("Retry-After is never undercut; one longer than the call waits ends the call with its response")
     func retryAfter() {
         var engine = RetryEngine(configuration: AutoRetryConfiguration(breakTime: .seconds(5)), isIdempotent: true)
         #expect(
             engine.attemptFinished(.response(status: 429, retryAfter: .seconds(30)), elapsed: .zero, isReachable: true)
                 == .retryAfter(.seconds(30))
         )
+        #expect(engine.declinedRetryAfter == nil)
         #expect(
             engine.attemptFinished(.response(status: 503, retryAfter: .seconds(1)), elapsed: .zero, isReachable: true)
                 == .retryAfter(.seconds(5))
@@ -107,8 +108,10 @@ struct RetryEngineTests {
                 .response(status: 503, retryAfter: .seconds(86_400)),
                 elapsed: .zero,
                 isReachable: true
-            ) == .retryAfter(RetryEngine.maximumRetryAfter)
+            ) == .deliver
         )
+        #expect(engine.declinedRetryAfter == .seconds(86_400))
+        #expect(engine.retryCount == 2)
         var ignoring = RetryEngine(
             configuration: AutoRetryConfiguration(breakTime: .seconds(5), honorsRetryAfter: false),
             isIdempotent: true
@@ -133,6 +136,10 @@ struct RetryEngineTests {
         #expect(RetryAfterParsing.delay("soon", now: now) == nil)
         #expect(RetryAfterParsing.delay("-5", now: now) == nil)
         #expect(RetryAfterParsing.delay("+5", now: now) == nil)
+        // Huge values saturate, whether or not they fit an Int64.
+        #expect(RetryAfterParsing.delay("1000000000000", now: now) == .seconds(Int64(1) << 31))
+        #expect(RetryAfterParsing.delay("9223372036854775808", now: now) == .seconds(Int64(1) << 31))
+        #expect(RetryAfterParsing.delay("99999999999999999999999", now: now) == .seconds(Int64(1) << 31))
     }
 
     @Test("HTTP dates: the three forms, leap years, two-digit years, and what is refused")
@@ -225,5 +232,64 @@ struct RetryEngineTests {
             engine.attemptFinished(.response(status: 503, retryAfter: nil), elapsed: .seconds(11), isReachable: true)
                 == .deliver
         )
+    }
+
+    /// One row of the time-limit table: what the engine does after a retryable response.
+    struct LimitRow: Sendable, CustomTestStringConvertible {
+        var timeout: Duration?
+        var maxTotal: Duration?
+        var longest: Duration = RetryEngine.defaultLongestRetryAfter
+        var retryAfter: Duration?
+        var elapsed: Duration
+        var action: RetryEngine.Action
+        var declined: Duration?
+        var testDescription: String {
+            "timeout \(timeout.map { "\($0)" } ?? "-"), total \(maxTotal.map { "\($0)" } ?? "-"), longest \(longest), Retry-After \(retryAfter.map { "\($0)" } ?? "-") at \(elapsed)"
+        }
+    }
+
+    static let limitRows: [LimitRow] = [
+        // The request's own timeout bounds every wait, from the first attempt's start.
+        LimitRow(timeout: .seconds(1), retryAfter: .seconds(10), elapsed: .milliseconds(5), action: .deliver, declined: .seconds(10)),
+        LimitRow(timeout: .seconds(20), retryAfter: .seconds(10), elapsed: .seconds(5), action: .retryAfter(.seconds(10))),
+        LimitRow(timeout: .seconds(20), retryAfter: .seconds(10), elapsed: .seconds(11), action: .deliver, declined: .seconds(10)),
+        // Backoff alone (2 s constant) against the timeout.
+        LimitRow(timeout: .seconds(3), elapsed: .milliseconds(500), action: .retryAfter(.seconds(2))),
+        LimitRow(timeout: .seconds(3), elapsed: .milliseconds(1500), action: .deliver),
+        // The shorter of timeout and maxTotalDuration wins.
+        LimitRow(timeout: .seconds(60), maxTotal: .seconds(4), elapsed: .seconds(3), action: .deliver),
+        LimitRow(timeout: .seconds(4), maxTotal: .seconds(60), elapsed: .seconds(3), action: .deliver),
+        // A Retry-After beyond the host's wait ends the call at once, whatever the limits.
+        LimitRow(retryAfter: .seconds(31), elapsed: .zero, action: .deliver, declined: .seconds(31)),
+        LimitRow(retryAfter: .seconds(30), elapsed: .zero, action: .retryAfter(.seconds(30))),
+        LimitRow(retryAfter: .seconds(Int64(1) << 31), elapsed: .zero, action: .deliver, declined: .seconds(Int64(1) << 31)),
+        LimitRow(longest: .seconds(120), retryAfter: .seconds(100), elapsed: .zero, action: .retryAfter(.seconds(100))),
+        LimitRow(longest: .zero, retryAfter: .seconds(1), elapsed: .zero, action: .deliver, declined: .seconds(1)),
+        LimitRow(longest: .zero, retryAfter: .zero, elapsed: .zero, action: .retryAfter(.seconds(2))),
+    ]
+
+    @Test("an in-memory call never waits past its own timeout or maxTotalDuration, nor longer than its host's wait for a Retry-After", arguments: limitRows)
+    func timeLimits(row: LimitRow) {
+        var engine = RetryEngine(
+            configuration: AutoRetryConfiguration(breakTime: .seconds(2), backoff: .constant, maxTotalDuration: row.maxTotal),
+            isIdempotent: true,
+            timeout: row.timeout,
+            longestRetryAfter: row.longest
+        )
+        let action = engine.attemptFinished(.response(status: 429, retryAfter: row.retryAfter), elapsed: row.elapsed, isReachable: true)
+        #expect(action == row.action)
+        #expect(engine.declinedRetryAfter == row.declined)
+    }
+
+    @Test("parking ends at the call's time limit")
+    func parkingBounded() {
+        var engine = RetryEngine(
+            configuration: AutoRetryConfiguration(enableBackgroundRetry: true),
+            isIdempotent: true,
+            timeout: .seconds(5)
+        )
+        let offline = TransportError(.notConnected, message: "down")
+        #expect(engine.attemptFinished(.failure(offline), elapsed: .seconds(1), isReachable: false) == .park)
+        #expect(engine.attemptFinished(.failure(offline), elapsed: .seconds(5), isReachable: false) == .deliver)
     }
 }

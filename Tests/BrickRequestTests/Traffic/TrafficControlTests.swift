@@ -373,6 +373,102 @@ struct TrafficControlTests {
     }
 }
 
+/// Past ``TrafficControl/maximumHosts``: admission does not sweep the whole table each time,
+/// the table shrinks, learned rates recover over silence, and spellings of one host are one host.
+@Suite("Traffic control with many hosts", .timeLimit(.minutes(2)))
+struct ManyHostsTests {
+    /// Admits one attempt to `url` and finishes it with `status` (and a `Retry-After`, if given).
+    private func exchange(_ traffic: TrafficControl, _ url: String, status: HTTPResponse.Status = .ok, retryAfter: String? = nil) throws {
+        let request = try TransportRequest(method: .get, url: url)
+        guard case .proceed(let ticket) = traffic.step(traffic.ticket(for: request, kind: .first)) else {
+            Issue.record("\(url) was not admitted")
+            return
+        }
+        let headers: HTTPFields = retryAfter.map { [.retryAfter: $0] } ?? [:]
+        traffic.finished(ticket, .success(TransportResponse(status: status, headerFields: headers)))
+    }
+
+    @Test("6,000 hosts that each answered a bare 429: no sweep per admission, the table bounded, and empty again once they are silent")
+    func sixThousandThrottledHosts() throws {
+        let clock = ManualClock()
+        let traffic = TrafficControl(policies: HostPolicies(), clock: SessionClock(clock)) { _ in }
+        for index in 0..<6_000 {
+            try exchange(traffic, "http://host\(index).test/", status: .tooManyRequests)
+            clock.advance(by: .milliseconds(1))  // 6 s in all: within one sweep interval
+        }
+        // All within one sweep interval: the table was swept no more than once per interval
+        // (today: once per admission past 4,096 hosts, each a walk over the whole table).
+        #expect(traffic.sweepCount <= 1)
+        #expect(traffic.hostCount == 6_000)
+        clock.advance(by: TrafficControl.sweepInterval - .seconds(6))
+        try exchange(traffic, "http://other.test/")
+        #expect(traffic.sweepCount == 1)
+        // Over the bound: the least recently used unused hosts go, down to three quarters of it.
+        #expect(traffic.hostCount <= TrafficControl.maximumHosts * 3 / 4 + 1)
+        #expect(traffic.state(forHost: "host5999.test") != nil)
+        #expect(traffic.state(forHost: "host0.test") == nil)
+        // Two hours of silence: every learned rate has recovered; the hosts are forgotten.
+        clock.advance(by: .seconds(7_200))
+        try exchange(traffic, "http://late.test/")
+        #expect(traffic.hostCount == 1)
+    }
+
+    @Test("a learned rate counts as recovered after enough silence; a pending pause does not")
+    func silenceRestoresRate() {
+        var limiter = RateLimiter(configured: nil)
+        _ = limiter.throttled(at: .zero, sendingRate: 40)
+        #expect(limiter.learned == 20)
+        #expect(!limiter.hasRecovered(at: .seconds(1)))
+        // 20 + 40 × 0.1 × 5 = 40: back at the ceiling after 5 s of silence.
+        #expect(limiter.hasRecovered(at: .seconds(5)))
+        #expect(limiter.isAtRest(at: .seconds(300)))
+        _ = limiter.pause(until: .seconds(3_600))
+        #expect(!limiter.isAtRest(at: .seconds(300)))
+    }
+
+    @Test("HOST, host, host:80, host. (http) and host:443 (https) are one host each scheme; host:8080 is another", arguments: [
+        ("http://HOST.test/", "host.test"),
+        ("http://host.test:80/", "host.test"),
+        ("http://host.test./", "host.test"),
+        ("http://Host.Test.:80/a", "host.test"),
+        ("https://host.test:443/", "host.test"),
+        ("https://host.test:80/", "host.test:80"),
+        ("http://host.test:443/", "host.test:443"),
+        ("http://host.test:8080/", "host.test:8080"),
+        ("http://host.test.:8080/", "host.test:8080"),
+        ("http://[::1]:80/", "[::1]"),
+        ("http://[::1]:8080/", "[::1]:8080"),
+        ("http://127.0.0.1:80/", "127.0.0.1"),
+    ])
+    func hostKeys(url: String, key: String) throws {
+        let request = try TransportRequest(method: .get, url: url)
+        #expect(request.trafficKey == key)
+        #expect(request.hasTrafficKey(Array(key.utf8)))
+        #expect(!request.hasTrafficKey(Array((key + "x").utf8)))
+    }
+
+    @Test("a concurrency cap of 1 holds across spellings of one host")
+    func capAcrossSpellings() throws {
+        let traffic = TrafficControl(
+            policies: HostPolicies(default: HostPolicy(maximumConcurrentRequests: 1, whenLimited: .fail)),
+            clock: SessionClock(ManualClock())
+        ) { _ in }
+        let first = try TransportRequest(method: .get, url: "http://host.test/")
+        guard case .proceed = traffic.step(traffic.ticket(for: first, kind: .first)) else {
+            Issue.record("the first attempt was not admitted")
+            return
+        }
+        for spelling in ["http://HOST.test/", "http://host.test:80/", "http://host.test./"] {
+            let request = try TransportRequest(method: .get, url: spelling)
+            guard case .refuse = traffic.step(traffic.ticket(for: request, kind: .first)) else {
+                Issue.record("\(spelling) was admitted beside the first: a cap of 1 became more")
+                continue
+            }
+        }
+        #expect(traffic.hostCount == 1)
+    }
+}
+
 /// The code of the error `body` throws, or `nil` when it succeeds.
 func errorCode(_ body: () async throws -> some Any) async -> BrickError.Code? {
     do {
