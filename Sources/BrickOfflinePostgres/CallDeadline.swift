@@ -24,6 +24,7 @@ package enum CallDeadline {
             _ continuation: CheckedContinuation<T, any Error>,
             what: String,
             limit: Duration,
+            explanation: String?,
             body: @escaping @Sendable () async throws -> T
         ) {
             let cancelled = state.withLock { state -> Bool in
@@ -41,7 +42,8 @@ package enum CallDeadline {
             }
             let timer = Task {
                 do { try await Task.sleep(for: limit) } catch { return }
-                self.finish(.failure(OfflineStoreError(.io, message: "cannot \(what): no answer from the database within \(limit)")))
+                let message = "cannot \(what): no answer from the database within \(limit)" + (explanation.map { ": " + $0 } ?? "")
+                self.finish(.failure(OfflineStoreError(.io, message: message)))
             }
             let finished = state.withLock { state -> Bool in
                 state.work = work
@@ -67,17 +69,18 @@ package enum CallDeadline {
         }
     }
 
-    /// Runs `body`, failing with `OfflineStoreError` (kind `io`) after `limit`, or at once when the
-    /// calling task is cancelled.
+    /// Runs `body`, failing with `OfflineStoreError` (kind `io`) after `limit` (its message ends
+    /// with `explanation`, when given: what to check), or at once when the calling task is cancelled.
     package static func run<T: Sendable>(
         _ what: String,
         limit: Duration = limit,
+        explanation: String? = nil,
         _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let call = Call<T>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                call.start(continuation, what: what, limit: limit, body: body)
+                call.start(continuation, what: what, limit: limit, explanation: explanation, body: body)
             }
         } onCancel: {
             call.finish(.failure(CancellationError()))

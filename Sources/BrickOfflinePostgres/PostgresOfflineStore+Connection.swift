@@ -65,9 +65,14 @@ extension PostgresOfflineStore {
             (components.queryItems ?? []).map { ($0.name, $0.value ?? "") },
             uniquingKeysWith: { _, last in last }
         )
+        let port = components.port ?? 5432
+        guard (1...65535).contains(port) else {
+            // As PGPORT is checked: the same rule whichever way the port is given.
+            throw OfflineStoreError(.io, message: "the database URL's port is not a port number (1 to 65535)")
+        }
         return try configuration(
             host: components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1",
-            port: components.port ?? 5432,
+            port: port,
             user: user,
             password: components.percentEncodedPassword.flatMap { $0.removingPercentEncoding },
             database: database.flatMap { $0.isEmpty ? nil : $0 } ?? user,

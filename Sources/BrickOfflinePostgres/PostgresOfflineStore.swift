@@ -106,15 +106,19 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
     ///   - workerName: Stamped on this worker's leases, for operators, and on its notifications;
     ///     must be unique in the fleet. Default host:pid:random.
     ///   - logger: Where the store logs (a lost listener connection, its return).
+    ///   - startupDeadline: How long opening may take — reaching the database and migrating
+    ///     its schema — before it fails with an error naming what to check (host, port, user,
+    ///     password, TLS, a database that is down, a client that is not running). Default 10 s.
     /// - Throws: ``OfflineStoreError`` when the schema name is not valid or the database cannot
-    ///   be reached or migrated.
+    ///   be reached or migrated within `startupDeadline`.
     public init(
         client: PostgresClient,
         schema: String = "brick_offline",
         leaseDuration: Duration = .seconds(10),
         wakeUps: WakeUps = .notify(),
         workerName: String? = nil,
-        logger: Logger = Logger(label: "BrickOfflinePostgres")
+        logger: Logger = Logger(label: "BrickOfflinePostgres"),
+        startupDeadline: Duration = PostgresOfflineStore.defaultStartupDeadline
     ) async throws {
         guard Self.isValidSchemaName(schema) else {
             throw OfflineStoreError(
@@ -134,8 +138,22 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
         self.workerName = workerName
         self.listener = NotificationListener(client: client, channel: "\(schema)_wake", ownName: workerName, logger: logger)
         self.notifier = Notifier(client: client, channel: "\(schema)_wake", sender: workerName, logger: logger)
-        try await PostgresSchema.migrate(client: client, schema: schema, logger: logger)
+        let schemaName = schema
+        try await CallDeadline.run(
+            "open the offline store in schema \(schema)",
+            limit: startupDeadline,
+            explanation: Self.connectionAdvice
+        ) {
+            try await PostgresSchema.migrate(client: client, schema: schemaName, logger: logger)
+        }
     }
+
+    /// How long opening a store may take by default: 10 s.
+    public static let defaultStartupDeadline: Duration = .seconds(10)
+
+    /// What to check when the database cannot be reached.
+    static let connectionAdvice =
+        "the PostgresClient could not make a connection (a wrong host, port, user, password or TLS setting, or the database is down; the client's backgroundLogger logs why each attempt failed), or it is not running (`await client.run()`)"
 
     /// `PostgresOfflineStore(schema: …, worker: …)`: never the connection's settings or password.
     public var description: String {
@@ -187,10 +205,7 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
             if error is CancellationError { return OfflineStoreError(.io, message: "cannot \(what): cancelled") }
             if String(describing: type(of: error)) == "ConnectionPoolError" {
                 // The pool gave up making connections (about a minute of failures) or was shut down.
-                return OfflineStoreError(
-                    .io,
-                    message: "cannot \(what): the PostgresClient could not make a connection (a wrong host, port, user, password or TLS setting, or the database is down; the client's backgroundLogger logs why each attempt failed), or it is not running"
-                )
+                return OfflineStoreError(.io, message: "cannot \(what): \(connectionAdvice)")
             }
             return OfflineStoreError(.io, message: "cannot \(what): \(type(of: error))")
         }

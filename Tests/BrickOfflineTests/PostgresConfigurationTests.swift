@@ -54,6 +54,45 @@ struct PostgresConfigurationTests {
         #expect(throws: OfflineStoreError.self) {
             try PostgresOfflineStore.clientConfiguration(environment: ["PGUSER": "app", "PGPORT": "seventy"])
         }
+        // One rule for the port, whichever way it is given.
+        for port in ["99999", "0"] {
+            #expect(throws: OfflineStoreError.self, "PGPORT \(port)") {
+                try PostgresOfflineStore.clientConfiguration(environment: ["PGUSER": "app", "PGPORT": port])
+            }
+            #expect(throws: OfflineStoreError.self, "URL port \(port)") {
+                try PostgresOfflineStore.clientConfiguration(url: "postgres://app:p-secret@db.internal:\(port)/x", environment: [:])
+            }
+        }
+    }
+
+    @Test("start-up against a database that is not there fails at its start-up deadline, naming what to check")
+    func startupDeadline() async throws {
+        // A port nothing listens on: bound, then closed.
+        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        close(probe)
+        var configuration = PostgresClient.Configuration(
+            host: "127.0.0.1", port: port, username: "brick", password: "secret-\(UUID())", database: "brick", tls: .disable
+        )
+        configuration.options.connectTimeout = .seconds(1)
+        let client = RunningClient(configuration)
+        defer { client.shutdown() }
+        do {
+            _ = try await PostgresOfflineStore(client: client.client, schema: PostgresFixture.freshSchema(), startupDeadline: .seconds(2))
+            Issue.record("a store opened on a port where nothing listens")
+        } catch let error as OfflineStoreError {
+            #expect(error.kind == .io)
+            #expect(error.message.contains("within 2"), "\(error)")
+            #expect(error.message.contains("could not make a connection"), "\(error)")
+            #expect(error.message.contains("client.run()"), "\(error)")
+            #expect(!"\(error)".contains("secret-"))
+        }
     }
 
     @Test("a wrong password fails with a clear error, and neither the error nor the logs hold the password")

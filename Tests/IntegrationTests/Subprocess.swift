@@ -58,11 +58,25 @@ enum Subprocess {
             posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         }
         if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
+        // A clean signal mask and default dispositions: a child spawned from a thread that blocks
+        // SIGCHLD (Foundation's, Dispatch's) would inherit the block, and a shell's `wait` then
+        // never returns.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGCHLD, SIGPIPE, SIGINT, SIGTERM, SIGHUP] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
         let arguments = ["/bin/sh", "-c", script]
         var argv = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
-        let result = posix_spawn(&pid, "/bin/sh", &actions, nil, &argv, environ)
+        let result = posix_spawn(&pid, "/bin/sh", &actions, &attributes, &argv, environ)
         guard result == 0 else { throw Failure(description: "posix_spawn failed: \(result)") }
         return pid
     }

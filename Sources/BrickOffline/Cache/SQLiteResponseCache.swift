@@ -333,20 +333,13 @@ public final class SQLiteResponseCache: ResponseCache {
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
         try pool.read(SQLiteFiles.quickCheck)
-        do {
-            try migrator.migrate(pool)
-        } catch {
-            // Another process opened the same new file at the same moment: GRDB reads the applied
-            // migrations before its write transaction, so both tried to create the tables and the
-            // second failed. If the file is now up to date, so is this cache.
-            guard (try? pool.read(migrator.hasCompletedMigrations)) == true else { throw error }
-        }
+        // Checked and applied in one immediate write transaction: openers of a new file take turns.
+        try schema.apply(to: pool)
         return pool
     }
 
-    private static let migrator: DatabaseMigrator = {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
+    private static let schema = SQLiteSchema(migrations: [
+        SQLiteSchema.Migration(identifier: "v1") { db in
             try db.execute(
                 sql: """
                     CREATE TABLE meta (name TEXT PRIMARY KEY, value);
@@ -378,13 +371,12 @@ public final class SQLiteResponseCache: ResponseCache {
                         BEGIN UPDATE total SET bytes = bytes - OLD.size + NEW.size; END;
                     """
             )
-        }
-        migrator.registerMigration("v2: body checksums") { db in
+        },
+        SQLiteSchema.Migration(identifier: "v2: body checksums") { db in
             // Rows stored before carry none: their body files are misses until stored again.
             try db.execute(sql: "ALTER TABLE response ADD COLUMN bodyDigest INTEGER")
-        }
-        return migrator
-    }()
+        },
+    ])
 
     static func storageError(_ error: any Error, doing what: String) -> BrickError {
         if let error = error as? BrickError { return error }

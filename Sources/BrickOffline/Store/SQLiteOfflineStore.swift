@@ -187,7 +187,8 @@ public final class SQLiteOfflineStore: OfflineStore {
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
         try pool.write(SQLiteFiles.quickCheck)
-        try migrator.migrate(pool)
+        // Checked and applied in one immediate write transaction: openers of a new file take turns.
+        try schema.apply(to: pool)
         // One process owns this file (the lock): leases of a process that died are void. Rows that
         // do not hold a valid entry (a damaged or foreign file) are set aside with the reason.
         let damaged = try pool.write { db -> Int in
@@ -197,9 +198,8 @@ public final class SQLiteOfflineStore: OfflineStore {
         return (pool, damaged)
     }
 
-    private static let migrator: DatabaseMigrator = {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
+    private static let schema = SQLiteSchema(migrations: [
+        SQLiteSchema.Migration(identifier: "v1") { db in
             try db.execute(
                 sql: """
                     CREATE TABLE entry (
@@ -230,8 +230,7 @@ public final class SQLiteOfflineStore: OfflineStore {
                     """
             )
         }
-        return migrator
-    }()
+    ])
 
     // MARK: - Errors
 

@@ -4,12 +4,23 @@
 //   cache-write DIR NAME        stores responses in a loop, 50 keys over and over, bodies of random
 //                               sizes (some in files) with their FNV-1a digest in `X-Digest`; prints
 //                               `ack I` once store I returned
+//   cache-open DIR NAME         opens (creating) the cache, prints `opened` or the error
 import BrickOffline
 import BrickRequest
 import Foundation
 import HTTPTypes
 
 func runCacheProbe(_ arguments: [String]) throws -> Never {
+    if arguments[1] == "cache-open" {
+        do {
+            _ = try SQLiteResponseCache(name: arguments[3], directory: URL(fileURLWithPath: arguments[2]))
+            say("opened")
+            exit(0)
+        } catch {
+            say("\(error)")
+            exit(1)
+        }
+    }
     let cache = try SQLiteResponseCache(
         name: arguments[3],
         directory: URL(fileURLWithPath: arguments[2]),
