@@ -142,7 +142,7 @@ extension PostgresOfflineStore {
                     WHERE e.sequence = (SELECT sequence FROM \(unescaped: schema).entry
                                         WHERE queue = \(queue) AND dead_at IS NULL ORDER BY sequence LIMIT 1)
                       AND e.not_before <= \(now)
-                      AND (e.lease_token IS NULL OR e.lease_expires_at <= clock_timestamp())
+                      AND (e.lease_token IS NULL OR NOT \(unescaped: schema).lease_is_live(e.lease_expires_at, \(duration.seconds)))
                     RETURNING e.*
                     """,
                     logger: logger
@@ -335,7 +335,9 @@ extension PostgresOfflineStore {
             var next: Date?
             for try await date in try await client.query(
                 """
-                SELECT min(CASE WHEN lease_token IS NULL THEN not_before
+                SELECT min(CASE WHEN lease_token IS NULL
+                                     OR NOT \(unescaped: schema).lease_is_live(lease_expires_at, \(leaseDuration.seconds))
+                                THEN not_before
                                 ELSE greatest(not_before, lease_expires_at) END)
                 FROM \(unescaped: schema).entry WHERE queue = \(queue) AND dead_at IS NULL
                 """,
@@ -477,43 +479,69 @@ extension PostgresOfflineStore {
         return any
     }
 
-    /// Reads whole `entry` rows.
+    /// Reads whole `entry` rows. A row that does not read as an entry (a NULL where the schema
+    /// was altered by hand to allow one) is set aside as a dead letter with the reason, as the
+    /// SQLite store does at open, instead of failing every claim and list of its queue.
     func entries(_ rows: PostgresRowSequence) async throws -> [OfflineEntry] {
         var entries: [OfflineEntry] = []
+        var unreadable: [(sequence: Int64, reason: String)] = []
         for try await row in rows {
             let columns = row.makeRandomAccess()
-            func value<T: PostgresDecodable>(_ name: String, _ type: T.Type = T.self) throws -> T {
-                try columns[name].decode(T.self)
+            do {
+                entries.append(try Self.entry(columns))
+            } catch {
+                guard let sequence = try? columns["sequence"].decode(Int64.self) else { throw error }
+                let column = (error as? PostgresDecodingError)?.columnName ?? "a column"
+                unreadable.append((sequence, "unreadable row: \(column) does not hold a valid value"))
             }
-            let leaseToken: UUID? = try value("lease_token")
-            let leaseExpiry: Date? = try value("lease_expires_at")
-            let lastAttemptAt: Date? = try value("last_attempt_at")
-            let deadAt: Date? = try value("dead_at")
-            entries.append(
-                OfflineEntry(
-                    id: try value("id"),
-                    queue: try value("queue"),
-                    sequence: try value("sequence"),
-                    payload: try value("payload"),
-                    idempotencyKey: try value("idempotency_key"),
-                    dedupeKey: try value("dedupe_key"),
-                    createdAt: try value("created_at"),
-                    notBefore: try value("not_before"),
-                    attempts: Int(try value("attempts", Int64.self)),
-                    maxAttempts: try value("max_attempts", Int64?.self).map(Int.init),
-                    expiresAt: try value("expires_at"),
-                    lease: leaseToken.map { OfflineEntry.Lease(token: $0, expiresAt: leaseExpiry ?? Date()) },
-                    lastAttempt: try lastAttemptAt.map {
-                        OfflineEntry.AttemptRecord(
-                            date: $0,
-                            status: try value("last_status", Int64?.self).map(Int.init),
-                            error: try value("last_error")
-                        )
-                    },
-                    deadLetter: try deadAt.map { OfflineEntry.DeadLetter(date: $0, reason: try value("dead_reason", String?.self) ?? "") }
-                )
+        }
+        for (sequence, reason) in unreadable {
+            logger.warning(
+                "offline store set an unreadable entry row aside",
+                metadata: ["db.namespace": "\(schema)", "brick.entry.sequence": "\(sequence)", "brick.reason": "\(reason)"]
+            )
+            try await client.executeToEnd(
+                """
+                UPDATE \(unescaped: schema).entry SET dead_at = coalesce(dead_at, clock_timestamp()), dead_reason = \(reason),
+                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
+                WHERE sequence = \(sequence)
+                """,
+                logger: logger
             )
         }
         return entries
+    }
+
+    /// One `entry` row as an entry.
+    private static func entry(_ columns: PostgresRandomAccessRow) throws -> OfflineEntry {
+        func value<T: PostgresDecodable>(_ name: String, _ type: T.Type = T.self) throws -> T {
+            try columns[name].decode(T.self)
+        }
+        let leaseToken: UUID? = try value("lease_token")
+        let leaseExpiry: Date? = try value("lease_expires_at")
+        let lastAttemptAt: Date? = try value("last_attempt_at")
+        let deadAt: Date? = try value("dead_at")
+        return OfflineEntry(
+            id: try value("id"),
+            queue: try value("queue"),
+            sequence: try value("sequence"),
+            payload: try value("payload"),
+            idempotencyKey: try value("idempotency_key"),
+            dedupeKey: try value("dedupe_key"),
+            createdAt: try value("created_at"),
+            notBefore: try value("not_before"),
+            attempts: Int(try value("attempts", Int64.self)),
+            maxAttempts: try value("max_attempts", Int64?.self).map(Int.init),
+            expiresAt: try value("expires_at"),
+            lease: leaseToken.map { OfflineEntry.Lease(token: $0, expiresAt: leaseExpiry ?? Date()) },
+            lastAttempt: try lastAttemptAt.map {
+                OfflineEntry.AttemptRecord(
+                    date: $0,
+                    status: try value("last_status", Int64?.self).map(Int.init),
+                    error: try value("last_error")
+                )
+            },
+            deadLetter: try deadAt.map { OfflineEntry.DeadLetter(date: $0, reason: try value("dead_reason", String?.self) ?? "") }
+        )
     }
 }

@@ -93,8 +93,71 @@ enum PostgresSchema {
                 $$
                 """,
             ]
-        }
+        },
+        Migration(version: 2, name: "leases beyond their bound are void") { s in
+            [
+                // A lease that expires further ahead than any worker would set it (a hand-edited
+                // row, a clock bug) is void: it neither holds its entry nor counts under the cap.
+                """
+                CREATE FUNCTION \(s).lease_bound(p_seconds double precision)
+                RETURNS double precision LANGUAGE sql IMMUTABLE AS $$
+                    SELECT greatest(p_seconds * \(leaseBoundFactor), \(leaseBoundMinimumSeconds))
+                $$
+                """,
+                """
+                CREATE FUNCTION \(s).lease_is_live(p_expires timestamptz, p_seconds double precision)
+                RETURNS boolean LANGUAGE sql STABLE AS $$
+                    SELECT p_expires > clock_timestamp()
+                       AND p_expires <= clock_timestamp() + make_interval(secs => \(s).lease_bound(p_seconds))
+                $$
+                """,
+                """
+                CREATE OR REPLACE FUNCTION \(s).claim(p_queue text, p_limit bigint, p_cap bigint, p_now timestamptz,
+                                           p_token uuid, p_owner text, p_seconds double precision)
+                RETURNS SETOF \(s).entry LANGUAGE plpgsql VOLATILE AS $$
+                DECLARE
+                    v_limit bigint := p_limit;
+                    v_held bigint;
+                BEGIN
+                    IF p_cap < 9223372036854775807 THEN
+                        PERFORM pg_advisory_xact_lock(hashtextextended('\(s).' || p_queue, 0));
+                        SELECT count(*) INTO v_held FROM \(s).entry
+                            WHERE queue = p_queue AND dead_at IS NULL AND lease_token IS NOT NULL
+                              AND \(s).lease_is_live(lease_expires_at, p_seconds);
+                        v_limit := least(v_limit, p_cap - v_held);
+                        IF v_limit <= 0 THEN RETURN; END IF;
+                        -- In order, waiting for a row another statement holds: never skipping ahead.
+                        RETURN QUERY
+                        UPDATE \(s).entry e SET lease_token = p_token, lease_owner = p_owner,
+                            lease_expires_at = clock_timestamp() + make_interval(secs => p_seconds)
+                        FROM (SELECT sequence FROM \(s).entry
+                              WHERE queue = p_queue AND dead_at IS NULL AND not_before <= p_now
+                                AND (lease_token IS NULL OR NOT \(s).lease_is_live(lease_expires_at, p_seconds))
+                              ORDER BY sequence LIMIT v_limit FOR UPDATE) due
+                        WHERE e.sequence = due.sequence
+                        RETURNING e.*;
+                    ELSE
+                        RETURN QUERY
+                        UPDATE \(s).entry e SET lease_token = p_token, lease_owner = p_owner,
+                            lease_expires_at = clock_timestamp() + make_interval(secs => p_seconds)
+                        FROM (SELECT sequence FROM \(s).entry
+                              WHERE queue = p_queue AND dead_at IS NULL AND not_before <= p_now
+                                AND (lease_token IS NULL OR NOT \(s).lease_is_live(lease_expires_at, p_seconds))
+                              ORDER BY sequence LIMIT v_limit FOR UPDATE SKIP LOCKED) due
+                        WHERE e.sequence = due.sequence
+                        RETURNING e.*;
+                    END IF;
+                END
+                $$
+                """,
+            ]
+        },
     ]
+
+    /// A lease whose expiry lies further ahead than this many lease durations ...
+    static let leaseBoundFactor = 10
+    /// ... and at least this many seconds is void (see migration 2).
+    static let leaseBoundMinimumSeconds = 3600
 
     /// Creates the schema if needed and applies the migrations it lacks.
     static func migrate(client: PostgresClient, schema: String, logger: Logger) async throws {

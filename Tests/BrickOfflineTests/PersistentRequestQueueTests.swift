@@ -171,6 +171,21 @@ struct PersistentRequestQueueTests {
         }
     }
 
+    @Test("a header named in the session's sensitiveHeaders is refused by a queue on that session")
+    func sessionSensitiveHeadersRefused() async throws {
+        try await withStorePlace(.sqlite) { place in
+            let session = Session(configuration: .init(sensitiveHeaders: ["X-Api-Key"]), reachability: ManualReachability())
+            let queue = PersistentRequestQueue(name: "keys", store: try await place.open("keys"), session: session)
+            do {
+                _ = try await queue.add(RecordSale("http://127.0.0.1:1/post", amount: 1, headers: ["x-api-key": "s3cret-token"]))
+                Issue.record("X-Api-Key was accepted")
+            } catch {
+                #expect((error as? BrickError)?.code == .invalidRequest)
+            }
+            #expect(await queue.count == 0)
+        }
+    }
+
     @Test("with an authenticator each attempt is signed when sent, and no credential byte reaches the files", arguments: StoreKind.allCases)
     func authenticatorSignsAtSendTime(kind: StoreKind) async throws {
         try await withServer { server in

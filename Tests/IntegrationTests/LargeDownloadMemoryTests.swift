@@ -29,4 +29,21 @@ struct LargeDownloadMemoryTests {
         // The server holds one chunk at a time; the client writes through to disk.
         #expect(peak < 64 * 1024 * 1024, "\(output)")
     }
+
+    @Test("a cached GET of a body over the 256 MiB limit: refused at the limit, and the process never holds much more than the limit")
+    func cachedBodyOverTheLimit() throws {
+        let output = try Subprocess.run("'\(Self.probePath)' cached-endless")
+        var fields: [String: String] = [:]
+        for field in output.split(whereSeparator: \.isWhitespace) {
+            let parts = field.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        #expect(fields["error"] == "invalidResponse", "\(output)")
+        let limit = try #require(fields["limit"].flatMap(Int.init), "\(output)")
+        let before = try #require(fields["before"].flatMap(Int.init), "\(output)")
+        let peak = try #require(fields["peak"].flatMap(Int.init), "\(output)")
+        // The body in segments (one 8 MiB segment beyond it at most) and the server's chunk: never
+        // a second copy of it while it grows (before: ~500 MiB for this limit).
+        #expect(peak - before < limit + 48 * 1024 * 1024, "\(output)")
+    }
 }

@@ -70,7 +70,8 @@ final class QueueCore: Sendable {
         self.session = session
         self.retryInterval = retryInterval
         self.authenticator = authenticator
-        self.sensitiveHeaders = sensitiveHeaders
+        // The session's credential names too: what it never sends across origins is never stored.
+        self.sensitiveHeaders = sensitiveHeaders.union(session.configuration.sensitiveHeaders)
         self.cap = max(1, cap)
         self.time = LoopTime(clock: session.clock)
     }

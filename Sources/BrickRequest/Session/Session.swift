@@ -82,7 +82,9 @@ public final class Session: Sendable {
         instruments: [any RequestInstrument] = []
     ) {
         self.configuration = configuration
-        self.transport = transport ?? CurlTransport(configuration: configuration.transport)
+        var transportConfiguration = configuration.transport
+        transportConfiguration.redirects.sensitiveHeaders.formUnion(configuration.sensitiveHeaders)
+        self.transport = transport ?? CurlTransport(configuration: transportConfiguration)
         self.reachability = reachability ?? NetlinkReachability.shared ?? AlwaysReachable()
         self.clock = SessionClock(clock)
         self.logger = logger
@@ -176,6 +178,11 @@ extension Session {
         /// ``InMemoryResponseCache`` of 32 MiB, made with the configuration (each configuration
         /// value made by `init` has its own).
         public var responseCache: any ResponseCache
+        /// Header names that carry credentials besides `Authorization`, `Cookie` and
+        /// `Proxy-Authorization` (an `X-Api-Key`): dropped on a redirect that leaves the origin
+        /// (with this session's ``CurlTransport``), and refused by every offline queue on this
+        /// session, as the three are. Default none.
+        public var sensitiveHeaders: Set<String>
 
         /// Creates a configuration.
         ///
@@ -187,14 +194,18 @@ extension Session {
         ///   - responseCache: The cache of ``CachedResponseType`` endpoints; `nil` for a new
         ///     ``InMemoryResponseCache`` of 32 MiB.
         ///   - hostPolicies: How each host is treated (rate, concurrency, `429`, breaker, budget).
+        ///   - sensitiveHeaders: More credential header names (dropped on cross-origin redirects,
+        ///     never stored by offline queues).
         public init(
             defaultHeaders: [String: String] = [:],
             transport: CurlTransport.Configuration = CurlTransport.Configuration(),
             callbackQueue: CallbackQueue = .serial(),
             originOverride: String? = nil,
             responseCache: (any ResponseCache)? = nil,
-            hostPolicies: HostPolicies = HostPolicies()
+            hostPolicies: HostPolicies = HostPolicies(),
+            sensitiveHeaders: Set<String> = []
         ) {
+            self.sensitiveHeaders = sensitiveHeaders
             self.hostPolicies = hostPolicies
             self.responseCache = responseCache ?? InMemoryResponseCache()
             self.defaultHeaders = defaultHeaders

@@ -225,6 +225,30 @@ struct CurlTransportConnectionTests {
         }
     }
 
+    @Test("a session's sensitiveHeaders (an X-Api-Key) are dropped with the credentials when a redirect changes origin, kept on the same origin")
+    func redirectSensitiveHeaders() async throws {
+        try await withServer { server in
+            try await withServer { other in
+                let session = Session(configuration: .init(sensitiveHeaders: ["X-Api-Key"]))
+                let headers = [("X-Api-Key", "k3y"), ("X-Keep", "yes")]
+                _ = try await session.transport.send(try get(server.baseURL + "/redirect-to?url=/anything/same-key", headers: headers))
+                #expect(server.requests(path: "/anything/same-key").last?.header("X-Api-Key") == "k3y")
+                let hop = (other.baseURL + "/anything/crossed-key").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                _ = try await session.transport.send(try get(server.baseURL + "/redirect-to?url=\(hop)", headers: headers))
+                let crossed = try #require(other.requests(path: "/anything/crossed-key").last)
+                #expect(crossed.header("X-Api-Key") == nil)
+                #expect(crossed.header("X-Keep") == "yes")
+                // A transport of its own, named in its redirect policy, does the same.
+                var configuration = CurlTransport.Configuration()
+                configuration.redirects.sensitiveHeaders = ["x-api-key"]
+                _ = try await CurlTransport(configuration: configuration).send(
+                    try get(server.baseURL + "/redirect-to?url=\(hop)", headers: headers)
+                )
+                #expect(other.requests(path: "/anything/crossed-key").last?.header("X-Api-Key") == nil)
+            }
+        }
+    }
+
     @Test(
         "a follow-up started from another thread right after each completion is never lost",
         arguments: [Duration.zero, .microseconds(50), .milliseconds(20)]

@@ -1,10 +1,14 @@
 // brick-memory-probe [BYTES]
+// brick-memory-probe cached-endless
 //
 // For the test suite, in a process of its own (other tests running in parallel would add their
 // own memory to a measurement made in the test process): starts a BrickTestServer on loopback,
 // downloads BYTES (default 100 MiB) through CurlTransport to a file, samples the resident set on
 // every progress callback, and prints one line:
 //   status=200 size=BYTES before=RSS peak=RSS
+// With `cached-endless`: a cached GET (body to memory) of a 512 MiB body, over the default
+// 256 MiB response limit; prints `error=CODE limit=BYTES before=RSS peak=HWM` (the kernel's
+// high-water mark of the resident set).
 import BrickRequest
 import BrickTestServer
 import Foundation
@@ -17,6 +21,37 @@ func residentBytes() -> Int {
         return (line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0) * 1024
     }
     return 0
+}
+
+/// The resident set's high-water mark in bytes, from /proc/self/status.
+func peakResidentBytes() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        return (line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0) * 1024
+    }
+    return 0
+}
+
+/// A cached GET whose body goes to memory.
+final class CachedDownload: Component, GETRequestType, NonAutoRetryType, CachedResponseType, DataResponseType {
+    let urlString: String
+    let session: Session
+    init(_ url: String, session: Session) {
+        self.urlString = url
+        self.session = session
+        super.init()
+    }
+}
+
+if CommandLine.arguments.dropFirst().first == "cached-endless" {
+    let server = try BrickTestServer.start()
+    let session = Session()
+    let before = residentBytes()
+    let response = await CachedDownload(server.baseURL + "/stream-bytes/\(512 << 20)?chunk_size=1048576", session: session).response()
+    let code = response.error.map { "\($0.code)" } ?? "none"
+    print("error=\(code) limit=\(CurlTransport.Configuration().maxResponseSize) before=\(before) peak=\(peakResidentBytes())")
+    server.shutdown()
+    exit(0)
 }
 
 let size = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 100 * 1024 * 1024

@@ -83,10 +83,21 @@ extension CurlDriver {
         if transfer.connection.mayMultiplex && checksReusedConnections && easy.long(CURLINFO_NUM_CONNECTS) > 0 {
             noteProtocol(of: easy)
         }
+        var body: Data? = nil
+        if !transfer.bodyFile.descriptor.isOpen && transfer.stream == nil {
+            guard let taken = transfer.body.takeData() else {
+                finish(
+                    transfer,
+                    .failure(TransportError(.outOfResources, message: "out of memory for the response body", requestBytesSent: true))
+                )
+                return
+            }
+            body = taken
+        }
         let response = TransportResponse(
             status: HTTPResponse.Status(code: min(max(status, 0), 999)),
             rawHeaders: easy.headerBlock.bytes,
-            body: transfer.bodyFile.descriptor.isOpen || transfer.stream != nil ? nil : transfer.body.takeData(),
+            body: body,
             bodyFile: transfer.bodyFile.descriptor.isOpen ? destinationPath(transfer) : nil,
             metrics: metrics(easy, transfer),
             url: transfer.url

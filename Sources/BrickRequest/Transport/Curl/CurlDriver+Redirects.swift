@@ -66,6 +66,7 @@ extension CurlDriver {
             head.headerFields[.authorization] = nil
             head.headerFields[.cookie] = nil
             head.headerFields[.proxyAuthorization] = nil
+            for name in configuration.redirects.sensitiveFieldNames { head.headerFields[name] = nil }
         }
         transfer.request.head = head
         transfer.request.body = body

@@ -262,22 +262,34 @@ extension CurlTransport {
     ///
     /// BrickRequest follows redirects itself rather than through libcurl, so that each hop is
     /// checked: only `http` and `https`, never `https` to `http` unless allowed, and `Authorization`,
-    /// `Cookie` and `Proxy-Authorization` removed as soon as the origin (scheme, host or port)
-    /// changes, for the rest of the chain. 303 (and 301/302 after `POST`) switch to `GET` without a body.
+    /// `Cookie` and `Proxy-Authorization` — and every field named in ``sensitiveHeaders`` (an
+    /// `X-Api-Key`) — removed as soon as the origin (scheme, host or port) changes, for the rest
+    /// of the chain. 303 (and 301/302 after `POST`) switch to `GET` without a body.
     public struct RedirectPolicy: Sendable, Hashable {
         /// Most redirects followed for one request; more fail with ``TransportError/Kind/tooManyRedirects``. Default 10.
         public var maxRedirects: Int = 10
         /// Whether a redirect from `https` to `http` is followed. Default `false` (refused).
         public var allowsHTTPSToHTTP: Bool = false
+        /// Header names that carry credentials besides `Authorization`, `Cookie` and
+        /// `Proxy-Authorization`: dropped with them on a redirect that leaves the origin. A
+        /// session adds its ``Session/Configuration/sensitiveHeaders``. Default none.
+        public var sensitiveHeaders: Set<String> = []
 
         /// Creates a redirect policy.
         ///
         /// - Parameters:
         ///   - maxRedirects: Most redirects per request; 0 disables following.
         ///   - allowsHTTPSToHTTP: Whether to follow a downgrade to plain HTTP.
-        public init(maxRedirects: Int = 10, allowsHTTPSToHTTP: Bool = false) {
+        ///   - sensitiveHeaders: More credential header names to drop when a redirect leaves the origin.
+        public init(maxRedirects: Int = 10, allowsHTTPSToHTTP: Bool = false, sensitiveHeaders: Set<String> = []) {
             self.maxRedirects = maxRedirects
             self.allowsHTTPSToHTTP = allowsHTTPSToHTTP
+            self.sensitiveHeaders = sensitiveHeaders
+        }
+
+        /// The field names ``sensitiveHeaders`` holds (those that are valid names).
+        var sensitiveFieldNames: [HTTPField.Name] {
+            sensitiveHeaders.compactMap { HTTPField.Name($0) }
         }
     }
 }
