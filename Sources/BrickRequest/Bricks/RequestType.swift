@@ -19,14 +19,19 @@ public protocol RequestType: AnyObject {
     var timeout: Duration? { get }
     /// How parameters are encoded. Default ``ParameterEncoding/automatic``.
     var parameterEncoding: ParameterEncoding { get }
-    /// The type of ``jsonBody``, inferred from your declaration: `var jsonBody: NewTodo? { … }`
-    /// makes it `NewTodo`, so a body of any `Encodable` type is used as declared (a requirement
-    /// typed `(any Encodable & Sendable)?` would silently ignore a property of another type).
-    /// Default ``NoJSONBody``: none.
-    associatedtype JSONBody: Encodable & Sendable = NoJSONBody
-    /// The JSON body for ``ParameterEncoding/json`` (declare it optional, of your body's type);
-    /// `nil` sends the text parameters as a JSON object.
-    var jsonBody: JSONBody? { get }
+    /// The type of ``jsonBody``, inferred from your declaration, whatever its spelling:
+    /// `var jsonBody: NewTodo? { … }`, `NewTodo`, `any Encodable & Sendable` or an optional of it
+    /// — each is sent as declared. A type that is not `Encodable` fails the request with
+    /// ``BrickError/Code/invalidRequest`` naming it. Default `NoJSONBody?` (none).
+    ///
+    /// Unconstrained on purpose: constrained to `Encodable`, the spellings `NewTodo` (not
+    /// optional) and `any Encodable & Sendable` compiled and were silently ignored (an existential
+    /// does not conform to its protocol, and a non-optional property does not witness an optional
+    /// requirement), so the text parameters went out instead.
+    associatedtype JSONBody: Sendable = NoJSONBody?
+    /// The JSON body for ``ParameterEncoding/json``; `nil` (of an optional) sends the text
+    /// parameters as a JSON object.
+    var jsonBody: JSONBody { get }
     /// Response validation, or `nil` for none. Default `nil`; ``ValidatedResponseType`` supplies one.
     var responseValidation: ResponseValidation? { get }
     /// The `Idempotency-Key` to send, or `nil` for none. Default `nil`; ``IdempotentRequestType``
@@ -97,9 +102,31 @@ extension RequestType {
     public var requestBody: RequestBody? { nil }
 }
 
-extension RequestType where JSONBody == NoJSONBody {
+extension RequestType where JSONBody == NoJSONBody? {
     /// None: text parameters become the JSON object.
     public var jsonBody: NoJSONBody? { nil }
+}
+
+/// What a ``RequestType/jsonBody`` declaration holds, whatever its spelling.
+enum DeclaredJSONBody {
+    /// A value to encode.
+    case value(any Encodable)
+    /// None (`nil`, or ``NoJSONBody``): the text parameters make the object.
+    case none
+    /// A declared type that is not `Encodable` (its name).
+    case notEncodable(String)
+
+    init<Declared>(_ declared: Declared) {
+        if case Optional<Any>.none = declared as Any {
+            self = .none
+        } else if declared is NoJSONBody {
+            self = .none
+        } else if let value = declared as? any Encodable {
+            self = .value(value)
+        } else {
+            self = .notEncodable(String(describing: Declared.self))
+        }
+    }
 }
 
 /// The ``RequestType/JSONBody`` of a request that declares no ``RequestType/jsonBody``: never sent.

@@ -74,8 +74,15 @@ enum RequestRenderer {
             }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
+            let declared = DeclaredJSONBody(request.jsonBody)
+            if case .notEncodable(let declaredType) = declared {
+                throw BrickError(
+                    .invalidRequest,
+                    message: "\(type(of: request)).jsonBody is a \(declaredType), which is not Encodable"
+                )
+            }
             do {
-                if let value = request.jsonBody {
+                if case .value(let value) = declared {
                     body = .data(try encoder.encode(value))
                 } else {
                     var object: [String: String] = [:]

@@ -50,6 +50,42 @@ final class PutNoteJSON: Component, PUTRequestType, JSONBodyRequestType, JSONRes
     }
 }
 
+/// A JSON body declared without the optional, as users write it.
+final class PutNotePlain: Component, PUTRequestType, JSONBodyRequestType, StringResponseType {
+    let session: Session
+    var urlString: String { "https://api.example.com/notes/plain" }
+    var jsonBody: NotePayload { NotePayload(title: "plain", pinned: false) }
+    init(session: Session) {
+        self.session = session
+        super.init()
+    }
+}
+
+/// A JSON body declared as an existential.
+final class PutNoteExistential: Component, PUTRequestType, JSONBodyRequestType, StringResponseType {
+    let session: Session
+    let body: (any Encodable & Sendable)?
+    var urlString: String { "https://api.example.com/notes/existential" }
+    var jsonBody: (any Encodable & Sendable)? { body }
+    init(session: Session, body: (any Encodable & Sendable)?) {
+        self.session = session
+        self.body = body
+        super.init(parameterBuilder: { var p = ParameterBuilder(); p.add(TextParameter(value: "p", name: "from")); return p }())
+    }
+}
+
+/// A JSON body whose declared type is not Encodable.
+final class PutNoteNotEncodable: Component, PUTRequestType, JSONBodyRequestType, StringResponseType {
+    struct Opaque: Sendable { var value = 1 }
+    let session: Session
+    var urlString: String { "https://api.example.com/notes/opaque" }
+    var jsonBody: Opaque { Opaque() }
+    init(session: Session) {
+        self.session = session
+        super.init()
+    }
+}
+
 final class PatchNoteJSONFromParameters: Component, PATCHRequestType, JSONBodyRequestType, StringResponseType {
     let session: Session
     var urlString: String { "https://api.example.com/notes/9" }
@@ -144,6 +180,26 @@ struct RenderingTests {
         #expect(request.head.method == .put)
         #expect(request.head.headerFields[.contentType] == "application/json")
         #expect(try request.body?.collectedData() == Data(#"{"pinned":true,"title":"Hi \"there\""}"#.utf8))
+    }
+
+    @Test("JSON body brick: a body declared without the optional, or as `any Encodable & Sendable`, is sent as declared; nil sends the parameters")
+    func jsonBodySpellings() async throws {
+        stub.stub(.put, "/notes/plain", .status(.ok))
+        stub.stub(.put, "/notes/existential", .status(.ok), .status(.ok))
+        let plain = try await send(PutNotePlain(session: session))
+        #expect(try plain.body?.collectedData() == Data(#"{"pinned":false,"title":"plain"}"#.utf8))
+        let existential = try await send(PutNoteExistential(session: session, body: NotePayload(title: "any", pinned: true)))
+        #expect(try existential.body?.collectedData() == Data(#"{"pinned":true,"title":"any"}"#.utf8))
+        let none = try await send(PutNoteExistential(session: session, body: nil))
+        #expect(try none.body?.collectedData() == Data(#"{"from":"p"}"#.utf8))
+    }
+
+    @Test("JSON body brick: a declared body that is not Encodable fails the request with invalidRequest, unsent")
+    func jsonBodyNotEncodable() async throws {
+        let response = await PutNoteNotEncodable(session: session).response()
+        #expect(response.error?.code == .invalidRequest)
+        #expect(response.error?.message.contains("Opaque") == true)
+        #expect(stub.requests.isEmpty)
     }
 
     @Test("JSON body brick: text parameters as an object")
