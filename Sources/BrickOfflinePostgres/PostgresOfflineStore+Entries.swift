@@ -116,7 +116,7 @@ extension PostgresOfflineStore {
     public func lease(queue: String, limit: Int, cap: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] {
         guard limit > 0, cap > 0 else { return [] }
         let token = UUID()
-        return try await run("lease entries") { [self] in
+        let leased = try await run("lease entries") { [self] in
             try await entries(
                 client.query(
                     """
@@ -127,28 +127,44 @@ extension PostgresOfflineStore {
                 )
             ).sorted { $0.sequence < $1.sequence }
         }
+        if cap < Int.max { await capWatch.check(queue: queue, cap: cap, store: self) }
+        return leased
+    }
+
+    /// The caps the live leases of `queue` were claimed with (for the fleet's cap check).
+    func liveLeaseCaps(queue: String) async throws -> Set<Int> {
+        try await run("read the caps of live leases") { [self] in
+            var caps: Set<Int> = []
+            for try await cap in try await client.query(
+                """
+                SELECT DISTINCT lease_cap FROM \(unescaped: schema).entry
+                WHERE queue = \(queue) AND dead_at IS NULL AND lease_token IS NOT NULL AND lease_cap IS NOT NULL
+                  AND \(unescaped: schema).lease_is_live(lease_expires_at, \(leaseDuration.seconds))
+                """,
+                logger: logger
+            ).decode(Int64.self) {
+                caps.insert(Int(cap))
+            }
+            return caps
+        }
     }
 
     public func leaseHead(queue: String, now: Date, for duration: Duration) async throws -> OfflineEntry? {
         let token = UUID()
-        return try await run("lease the head entry") { [self] in
-            // The oldest pending entry, if it is due and free; a concurrent claim of the same row
-            // waits, then finds it leased and takes nothing.
+        let head = try await run("lease the head entry") { [self] in
+            // The oldest pending entry, if it is due and free and nothing else of the queue is
+            // leased; a concurrent claim of the same row waits, then finds it leased and takes nothing.
             try await entries(
                 client.query(
                     """
-                    UPDATE \(unescaped: schema).entry e SET lease_token = \(token), lease_owner = \(workerName),
-                        lease_expires_at = clock_timestamp() + make_interval(secs => \(duration.seconds))
-                    WHERE e.sequence = (SELECT sequence FROM \(unescaped: schema).entry
-                                        WHERE queue = \(queue) AND dead_at IS NULL ORDER BY sequence LIMIT 1)
-                      AND e.not_before <= \(now)
-                      AND (e.lease_token IS NULL OR NOT \(unescaped: schema).lease_is_live(e.lease_expires_at, \(duration.seconds)))
-                    RETURNING e.*
+                    SELECT * FROM \(unescaped: schema).claim_head(\(queue), \(now), \(token), \(workerName), \(duration.seconds))
                     """,
                     logger: logger
                 )
             ).first
         }
+        await capWatch.check(queue: queue, cap: 1, store: self)
+        return head
     }
 
     public func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool {

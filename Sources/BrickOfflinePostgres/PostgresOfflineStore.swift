@@ -70,6 +70,8 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
     let logger: Logger
     let listener: NotificationListener
     let notifier: Notifier
+    /// Warns when the fleet's workers claim a queue with different caps.
+    let capWatch = CapWatch()
     /// Adds of this store under way now: a lone one notifies inside its own transaction.
     let addsUnderWay = Atomic<Int>(0)
 

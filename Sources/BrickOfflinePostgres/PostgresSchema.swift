@@ -152,6 +152,78 @@ enum PostgresSchema {
                 """,
             ]
         },
+        Migration(version: 3, name: "the fleet's cap is the smallest a live lease was claimed with") { s in
+            [
+                "ALTER TABLE \(s).entry ADD COLUMN lease_cap bigint",
+                // A capped claim never takes more than the smallest cap any live lease of the queue
+                // was claimed with: one worker with a larger cap (a stale setting, a deploy half
+                // done) never breaks a smaller one.
+                """
+                CREATE OR REPLACE FUNCTION \(s).claim(p_queue text, p_limit bigint, p_cap bigint, p_now timestamptz,
+                                           p_token uuid, p_owner text, p_seconds double precision)
+                RETURNS SETOF \(s).entry LANGUAGE plpgsql VOLATILE AS $$
+                DECLARE
+                    v_limit bigint := p_limit;
+                    v_held bigint;
+                    v_fleet_cap bigint;
+                BEGIN
+                    IF p_cap < 9223372036854775807 THEN
+                        PERFORM pg_advisory_xact_lock(hashtextextended('\(s).' || p_queue, 0));
+                        SELECT count(*), min(lease_cap) INTO v_held, v_fleet_cap FROM \(s).entry
+                            WHERE queue = p_queue AND dead_at IS NULL AND lease_token IS NOT NULL
+                              AND \(s).lease_is_live(lease_expires_at, p_seconds);
+                        v_limit := least(v_limit, least(p_cap, coalesce(v_fleet_cap, p_cap)) - v_held);
+                        IF v_limit <= 0 THEN RETURN; END IF;
+                        -- In order, waiting for a row another statement holds: never skipping ahead.
+                        RETURN QUERY
+                        UPDATE \(s).entry e SET lease_token = p_token, lease_owner = p_owner, lease_cap = p_cap,
+                            lease_expires_at = clock_timestamp() + make_interval(secs => p_seconds)
+                        FROM (SELECT sequence FROM \(s).entry
+                              WHERE queue = p_queue AND dead_at IS NULL AND not_before <= p_now
+                                AND (lease_token IS NULL OR NOT \(s).lease_is_live(lease_expires_at, p_seconds))
+                              ORDER BY sequence LIMIT v_limit FOR UPDATE) due
+                        WHERE e.sequence = due.sequence
+                        RETURNING e.*;
+                    ELSE
+                        RETURN QUERY
+                        UPDATE \(s).entry e SET lease_token = p_token, lease_owner = p_owner, lease_cap = NULL,
+                            lease_expires_at = clock_timestamp() + make_interval(secs => p_seconds)
+                        FROM (SELECT sequence FROM \(s).entry
+                              WHERE queue = p_queue AND dead_at IS NULL AND not_before <= p_now
+                                AND (lease_token IS NULL OR NOT \(s).lease_is_live(lease_expires_at, p_seconds))
+                              ORDER BY sequence LIMIT v_limit FOR UPDATE SKIP LOCKED) due
+                        WHERE e.sequence = due.sequence
+                        RETURNING e.*;
+                    END IF;
+                END
+                $$
+                """,
+                // Cap 1, head of line: the oldest pending entry, if it is due and free and nothing
+                // else of the queue is under a live lease (a worker with a larger cap may hold
+                // others). Takes turns with capped claims on the same advisory lock.
+                """
+                CREATE FUNCTION \(s).claim_head(p_queue text, p_now timestamptz, p_token uuid, p_owner text,
+                                                p_seconds double precision)
+                RETURNS SETOF \(s).entry LANGUAGE plpgsql VOLATILE AS $$
+                BEGIN
+                    PERFORM pg_advisory_xact_lock(hashtextextended('\(s).' || p_queue, 0));
+                    RETURN QUERY
+                    UPDATE \(s).entry e SET lease_token = p_token, lease_owner = p_owner, lease_cap = 1,
+                        lease_expires_at = clock_timestamp() + make_interval(secs => p_seconds)
+                    WHERE e.sequence = (SELECT sequence FROM \(s).entry
+                                        WHERE queue = p_queue AND dead_at IS NULL ORDER BY sequence LIMIT 1)
+                      AND e.not_before <= p_now
+                      AND (e.lease_token IS NULL OR NOT \(s).lease_is_live(e.lease_expires_at, p_seconds))
+                      AND NOT EXISTS (SELECT 1 FROM \(s).entry o
+                                      WHERE o.queue = p_queue AND o.dead_at IS NULL AND o.lease_token IS NOT NULL
+                                        AND o.sequence <> e.sequence
+                                        AND \(s).lease_is_live(o.lease_expires_at, p_seconds))
+                    RETURNING e.*;
+                END
+                $$
+                """,
+            ]
+        },
     ]
 
     /// A lease whose expiry lies further ahead than this many lease durations ...

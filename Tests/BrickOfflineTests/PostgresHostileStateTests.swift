@@ -5,6 +5,7 @@ import BrickTestServer
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 import Testing
 
 /// A fleet's database in a state no worker would leave it in — a hand-edited lease, a column
@@ -77,6 +78,33 @@ struct PostgresHostileStateTests {
                     reason = text
                 }
                 #expect(reason?.contains("idempotency_key") == true, "\(String(describing: reason))")
+            }
+        }
+    }
+
+    @Test("workers with different caps: every claim holds to the smallest cap of the live leases, and the difference is logged as a warning")
+    func mixedCaps() async throws {
+        try await withServer { server in
+            try await withFleetStore { store, running in
+                let logs = CapturedLogs()
+                var logger = Logger(label: "caps", factory: { logs.handler(label: $0) })
+                logger.logLevel = .info
+                let strict = try await PostgresOfflineStore(client: running.client, schema: store.schema, workerName: "strict", logger: logger)
+                let eager = try await PostgresOfflineStore(client: running.client, schema: store.schema, workerName: "eager", logger: logger)
+                _ = try await addEntries(20, to: store, queue: "capped", url: { server.baseURL + "/post?n=\($0)" })
+                // A worker with cap 1 holds the head; one with cap 10 (set too late, or stale)
+                // takes nothing while it does.
+                let head = try #require(try await strict.leaseHead(queue: "capped", now: Date(), for: .seconds(30)))
+                #expect(try await eager.lease(queue: "capped", limit: 10, cap: 10, now: Date(), for: .seconds(30)).isEmpty)
+                _ = try await strict.complete(head.id, lease: try #require(head.lease?.token))
+                // The other way round: cap 10 first, then cap 1 takes nothing while any is leased.
+                let batch = try await eager.lease(queue: "capped", limit: 10, cap: 10, now: Date(), for: .seconds(30))
+                #expect(batch.count == 10)
+                #expect(try await strict.leaseHead(queue: "capped", now: Date(), for: .seconds(30)) == nil)
+                // A third worker with cap 3 takes nothing over the 10 already out.
+                #expect(try await strict.lease(queue: "capped", limit: 3, cap: 3, now: Date(), for: .seconds(30)).isEmpty)
+                let lines = logs.lines.withLock { $0 }
+                #expect(lines.contains { $0.contains("different simultaneousRequestCap") && $0.contains("1,10") }, "\(lines.suffix(3))")
             }
         }
     }
