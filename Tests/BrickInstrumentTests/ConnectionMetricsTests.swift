@@ -30,11 +30,12 @@ struct ConnectionMetricsTests {
             await transport.connectionCounts().first { $0.host == "127.0.0.1" && $0.port == port }
         }
         #expect(await counts() == nil)
-        // Held 5 s by the server: still in flight when counted, however loaded the machine.
+        // Held 15 s by the server: still in flight when counted, however loaded the machine (5 s
+        // was not, in a whole-suite run on two busy cores).
         let requests = (0..<4).map { _ in
-            Task { try await Traced(server.baseURL + "/delay/5", session: session, retries: 0).value }
+            Task { try await Traced(server.baseURL + "/delay/15", session: session, retries: 0).value }
         }
-        await eventually { server.requests(path: "/delay/5").count == 4 }
+        await eventually { server.requests(path: "/delay/15").count == 4 }
         let busy = try #require(await counts())
         #expect(busy.open == 4 && busy.idle == 0)
         for request in requests { _ = try await request.value }

@@ -98,7 +98,11 @@ func withFleetStore<T>(
 ) async throws -> T {
     let client = RunningClient(try (server ?? PostgresFixture.server()).configuration())
     defer { client.shutdown() }
-    let store = try await PostgresOfflineStore(client: client.client, schema: PostgresFixture.freshSchema())
+    let store = try await PostgresOfflineStore(
+        client: client.client,
+        schema: PostgresFixture.freshSchema(),
+        startupDeadline: PostgresFixture.startupDeadline
+    )
     return try await body(store, client)
 }
 

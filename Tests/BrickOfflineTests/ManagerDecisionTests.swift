@@ -150,27 +150,44 @@ struct ManagerStoreFailureTests {
     }
 }
 
+/// A request that counts how many of its kind run at once (its own board: `MockRequest.board` is
+/// replaced by other suites running beside this one).
+struct CappedRequest: OfflineRequest {
+    static let kind = "test.capped"
+    static let board = MockBoard()
+    var name: String
+
+    func perform(_ context: OfflineRequestContext) async throws {
+        Self.board.set(name) {
+            $0.performed += 1
+            $0.running += 1
+            $0.mostRunning = max($0.mostRunning, $0.running)
+        }
+        defer { Self.board.set(name) { $0.running -= 1 } }
+        // Long enough that ten started together would overlap, however loaded the machine.
+        try await Task.sleep(for: .milliseconds(30))
+    }
+}
+
 @Suite("Setup order does not break the cap", .timeLimit(.minutes(1)))
 struct ManagerCapOrderTests {
     @Test("register starts a claim with the default cap 10; the cap set to 1 on the next line still holds: never two requests at once")
     func capSetAfterRegister() async throws {
         try await withDirectory { directory in
-            MockRequest.board = MockBoard()
-            MockRequest.board.set("capped") { $0.runsFor = .milliseconds(30) }
             let store = FailingStore(try SQLiteOfflineStore(name: "capped", directory: directory))
             let manager = OfflineRequestManager(name: "capped", store: store, session: Session(reachability: ManualReachability()))
             // 20 requests stored by an earlier run (or another process of the fleet).
-            let drafts = try (0..<20).map { _ in try manager.draft(MockRequest(name: "capped")) }
+            let drafts = try (0..<20).map { _ in try manager.draft(CappedRequest(name: "capped")) }
             _ = try await store.add(drafts, dedupe: .reject)
             store.holdsLease.withLock { $0 = true }
-            manager.register(MockRequest.self)
+            manager.register(CappedRequest.self)
             // The loop's first claim is under way with the cap it read (10) ...
             await eventually { store.leaseWaiting.withLock { $0 } }
             // ... when the app sets the cap on the line after `register`.
             manager.simultaneousRequestCap = 1
             store.releaseLease()
-            await eventually { MockRequest.board.get("capped").performed == 20 }
-            #expect(MockRequest.board.get("capped").mostRunning == 1)
+            await eventually { CappedRequest.board.get("capped").performed == 20 }
+            #expect(CappedRequest.board.get("capped").mostRunning == 1)
         }
     }
 

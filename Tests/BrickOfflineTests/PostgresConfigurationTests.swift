@@ -161,7 +161,7 @@ struct PostgresConfigurationTests {
         try await withFleetStore { _, client in
             for bad in ["Brick", "brick; DROP TABLE x", "", "1brick", String(repeating: "a", count: 59)] {
                 await #expect(throws: OfflineStoreError.self) {
-                    _ = try await PostgresOfflineStore(client: client.client, schema: bad)
+                    _ = try await PostgresOfflineStore(client: client.client, schema: bad, startupDeadline: PostgresFixture.startupDeadline)
                 }
             }
         }

@@ -88,6 +88,11 @@ final class PostgresFixture: Sendable {
         guard output.status == 0 else { throw FixtureError(message: "restart failed: \(output.text)") }
     }
 
+    /// The start-up deadline of the tests' stores: in a whole-suite run (or a fresh-clone CI run)
+    /// dozens of tests open stores at once on two loaded cores, each migrating a schema of its own,
+    /// which can take longer than the default 10 s. Tests of the deadline itself pass their own.
+    static let startupDeadline: Duration = .seconds(120)
+
     /// A schema name no other test uses.
     static func freshSchema() -> String {
         "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)

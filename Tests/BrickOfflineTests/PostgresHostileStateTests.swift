@@ -89,8 +89,8 @@ struct PostgresHostileStateTests {
                 let logs = CapturedLogs()
                 var logger = Logger(label: "caps", factory: { logs.handler(label: $0) })
                 logger.logLevel = .info
-                let strict = try await PostgresOfflineStore(client: running.client, schema: store.schema, workerName: "strict", logger: logger)
-                let eager = try await PostgresOfflineStore(client: running.client, schema: store.schema, workerName: "eager", logger: logger)
+                let strict = try await PostgresOfflineStore(client: running.client, schema: store.schema, workerName: "strict", logger: logger, startupDeadline: PostgresFixture.startupDeadline)
+                let eager = try await PostgresOfflineStore(client: running.client, schema: store.schema, workerName: "eager", logger: logger, startupDeadline: PostgresFixture.startupDeadline)
                 _ = try await addEntries(20, to: store, queue: "capped", url: { server.baseURL + "/post?n=\($0)" })
                 // A worker with cap 1 holds the head; one with cap 10 (set too late, or stale)
                 // takes nothing while it does.

@@ -60,7 +60,8 @@ final class StorePlace: Sendable {
             let client = RunningClient(try PostgresFixture.server().configuration())
             clients.withLock { $0.append(client) }
             return try await PostgresOfflineStore(
-                client: client.client, schema: schema, leaseDuration: leaseDuration, wakeUps: wakeUps
+                client: client.client, schema: schema, leaseDuration: leaseDuration, wakeUps: wakeUps,
+                startupDeadline: PostgresFixture.startupDeadline
             )
         }
     }

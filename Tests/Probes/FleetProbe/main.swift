@@ -38,7 +38,9 @@ let store = try await PostgresOfflineStore(
     schema: schema,
     leaseDuration: .milliseconds(leaseMilliseconds),
     wakeUps: pollOnly ? .pollOnly() : .notify(),
-    logger: logger
+    logger: logger,
+    // Workers start together on a loaded test machine: more than the default 10 s to open.
+    startupDeadline: .seconds(120)
 )
 let queue = PersistentRequestQueue(
     name: queueName,
