@@ -151,6 +151,10 @@ extension Session {
                 await parker.value
             }
             if lifecycle.isCancelled { return Self.cancelled(after: result) }
+            if let limit = engine.timeLimit, clock.elapsed() - startedAt > limit {
+                // A wait ended past the call's time limit (a loaded machine): no attempt after it.
+                return result
+            }
             if let callTimeout {
                 // Each retry gets what is left of the call's own timeout; none is left: the last
                 // outcome is the call's.
