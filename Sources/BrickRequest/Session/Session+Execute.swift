@@ -39,6 +39,7 @@ final class Exchange: Sendable {
         request: TransportRequest,
         lifecycle: RequestLifecycle,
         ticket: TrafficControl.Ticket,
+        startedAt: Duration,
         handler: @escaping @Sendable (Outcome) -> Void
     ) {
         self.session = session
@@ -47,7 +48,7 @@ final class Exchange: Sendable {
         self.lifecycle = lifecycle
         self.ticket = ticket
         self.handler = handler
-        self.startedAt = session.clock.elapsed()
+        self.startedAt = startedAt
     }
 
     /// Starts the first attempt on the transport.
@@ -139,11 +140,13 @@ extension Session {
         case .refuse(let error):
             begin(.failure(error), prepared, request: request, lifecycle: lifecycle, handler: handler)
         case .wait(let ticket, let admission):
-            // The host's policy makes the first attempt wait: in a task.
+            // The host's policy makes the first attempt wait: in a task. The call's time runs from
+            // now, the wait included.
             let prepared = copy prepared
+            let arrived = ticket.admittedAt
             Task { [self] in
                 let admitted = await traffic.admit(continuing: ticket, from: admission, lifecycle: lifecycle)
-                begin(admitted, prepared, request: request, lifecycle: lifecycle, handler: handler)
+                begin(admitted, prepared, request: request, lifecycle: lifecycle, startedAt: arrived, handler: handler)
             }
         }
     }
@@ -155,6 +158,7 @@ extension Session {
         _ prepared: borrowing PreparedRequest,
         request: TransportRequest,
         lifecycle: RequestLifecycle,
+        startedAt: Duration? = nil,
         handler: @escaping @Sendable (Outcome) -> Void
     ) {
         let ticket = (try? admission.get()) ?? .untracked
@@ -164,6 +168,8 @@ extension Session {
             request: request,
             lifecycle: lifecycle,
             ticket: ticket,
+            // Traffic control read the clock when it admitted the first attempt: no second read.
+            startedAt: startedAt ?? (ticket.isTracked ? ticket.admittedAt : clock.elapsed()),
             handler: handler
         )
         switch admission {

@@ -166,6 +166,27 @@ struct CallTimeLimitTests {
         #expect(response.retryCount == 1)
     }
 
+    @Test("the callback form too: maxTotalDuration runs from the call's first attempt on an hour-old session")
+    func totalDurationFromFirstAttemptCallback() async throws {
+        let clock = ManualClock()
+        let stub = StubTransport(clock: clock)
+        let session = Session.testing(stub, clock: clock, reachability: ManualReachability())
+        clock.advance(by: .seconds(3600))
+        stub.stub(.get, "/callback", .status(.serviceUnavailable), .status(.ok))
+        let delivered = Delivered<Response<Data, BrickError>>()
+        TimedEndpoint(
+            "https://api.example.com/callback",
+            session: session,
+            timeout: nil,
+            retry: .init(breakTime: .seconds(1), maxTotalDuration: .seconds(60))
+        ).response { delivered.add($0) }.resume()
+        await eventually { clock.waiterCount == 1 }
+        clock.advance(by: .seconds(1))
+        let response = try await delivered.first()
+        #expect(response.status == .ok)
+        #expect(response.retryCount == 1)
+    }
+
     @Test("parked while offline, a call with a timeout ends at its deadline with its last failure")
     func parkingBoundedByTimeout() async throws {
         let clock = ManualClock()
