@@ -6,8 +6,8 @@
 // downloads BYTES (default 100 MiB) through CurlTransport to a file, samples the resident set on
 // every progress callback, and prints one line:
 //   status=200 size=BYTES before=RSS peak=RSS
-// With `cached-endless`: a cached GET (body to memory) of a 512 MiB body, over the default
-// 256 MiB response limit; prints `error=CODE limit=BYTES before=RSS peak=HWM` (the kernel's
+// With `cached-endless`: a cached GET (body to memory) of a 160 MiB body, over the endpoint's
+// 128 MiB response limit; prints `error=CODE limit=BYTES before=RSS peak=HWM` (the kernel's
 // high-water mark of the resident set).
 import BrickRequest
 import BrickTestServer
@@ -32,10 +32,11 @@ func peakResidentBytes() -> Int {
     return 0
 }
 
-/// A cached GET whose body goes to memory.
+/// A cached GET whose body goes to memory, with a 128 MiB limit.
 final class CachedDownload: Component, GETRequestType, NonAutoRetryType, CachedResponseType, DataResponseType {
     let urlString: String
     let session: Session
+    var maxResponseSize: Int64? { 128 << 20 }
     init(_ url: String, session: Session) {
         self.urlString = url
         self.session = session
@@ -47,9 +48,10 @@ if CommandLine.arguments.dropFirst().first == "cached-endless" {
     let server = try BrickTestServer.start()
     let session = Session()
     let before = residentBytes()
-    let response = await CachedDownload(server.baseURL + "/stream-bytes/\(512 << 20)?chunk_size=1048576", session: session).response()
+    let download = CachedDownload(server.baseURL + "/stream-bytes/\(160 << 20)?chunk_size=1048576", session: session)
+    let response = await download.response()
     let code = response.error.map { "\($0.code)" } ?? "none"
-    print("error=\(code) limit=\(CurlTransport.Configuration().maxResponseSize) before=\(before) peak=\(peakResidentBytes())")
+    print("error=\(code) limit=\(download.maxResponseSize ?? 0) before=\(before) peak=\(peakResidentBytes())")
     server.shutdown()
     exit(0)
 }
