@@ -285,7 +285,10 @@ if Context.environment["BRICK_SANITIZER_SUBSET"] != nil {
     package.targets = package.targets.filter { kept.contains($0.name) }
     package.products = package.products.filter { $0.name == "BrickRequest" || $0.name == "BrickOffline" }
     for target in package.targets where target.name == "BrickOfflineTests" {
-        target.exclude += ["FleetTests.swift", "PostgresConfigurationTests.swift", "PostgresFixture.swift"]
+        target.exclude += [
+            "FleetTests.swift", "PostgresConfigurationTests.swift", "PostgresFixture.swift", "OutboxTests.swift",
+            "PostgresHostileStateTests.swift",
+        ]
         target.dependencies = [
             "BrickLifecycle", "BrickOffline", "BrickOfflineMetrics", "BrickRequest", "BrickTesting", "BrickTestServer",
             .product(name: "MetricsTestKit", package: "swift-metrics"),
