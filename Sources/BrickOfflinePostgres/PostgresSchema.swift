@@ -111,45 +111,7 @@ enum PostgresSchema {
                        AND p_expires <= clock_timestamp() + make_interval(secs => \(s).lease_bound(p_seconds))
                 $$
                 """,
-                """
-                CREATE OR REPLACE FUNCTION \(s).claim(p_queue text, p_limit bigint, p_cap bigint, p_now timestamptz,
-                                           p_token uuid, p_owner text, p_seconds double precision)
-                RETURNS SETOF \(s).entry LANGUAGE plpgsql VOLATILE AS $$
-                DECLARE
-                    v_limit bigint := p_limit;
-                    v_held bigint;
-                BEGIN
-                    IF p_cap < 9223372036854775807 THEN
-                        PERFORM pg_advisory_xact_lock(hashtextextended('\(s).' || p_queue, 0));
-                        SELECT count(*) INTO v_held FROM \(s).entry
-                            WHERE queue = p_queue AND dead_at IS NULL AND lease_token IS NOT NULL
-                              AND \(s).lease_is_live(lease_expires_at, p_seconds);
-                        v_limit := least(v_limit, p_cap - v_held);
-                        IF v_limit <= 0 THEN RETURN; END IF;
-                        -- In order, waiting for a row another statement holds: never skipping ahead.
-                        RETURN QUERY
-                        UPDATE \(s).entry e SET lease_token = p_token, lease_owner = p_owner,
-                            lease_expires_at = clock_timestamp() + make_interval(secs => p_seconds)
-                        FROM (SELECT sequence FROM \(s).entry
-                              WHERE queue = p_queue AND dead_at IS NULL AND not_before <= p_now
-                                AND (lease_token IS NULL OR NOT \(s).lease_is_live(lease_expires_at, p_seconds))
-                              ORDER BY sequence LIMIT v_limit FOR UPDATE) due
-                        WHERE e.sequence = due.sequence
-                        RETURNING e.*;
-                    ELSE
-                        RETURN QUERY
-                        UPDATE \(s).entry e SET lease_token = p_token, lease_owner = p_owner,
-                            lease_expires_at = clock_timestamp() + make_interval(secs => p_seconds)
-                        FROM (SELECT sequence FROM \(s).entry
-                              WHERE queue = p_queue AND dead_at IS NULL AND not_before <= p_now
-                                AND (lease_token IS NULL OR NOT \(s).lease_is_live(lease_expires_at, p_seconds))
-                              ORDER BY sequence LIMIT v_limit FOR UPDATE SKIP LOCKED) due
-                        WHERE e.sequence = due.sequence
-                        RETURNING e.*;
-                    END IF;
-                END
-                $$
-                """,
+                // The claim that uses them: migration 3 (with the fleet's cap).
             ]
         },
         Migration(version: 3, name: "the fleet's cap is the smallest a live lease was claimed with") { s in
