@@ -34,6 +34,23 @@ as_owner() {
     fi
 }
 
+# The start time (clock ticks since boot, /proc/PID/stat field 22) of process PID; empty when none.
+owner_start_time() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+    set -- ${stat##*) }
+    echo "${20}"
+}
+
+# Whether process PID (started at START) is still running: not gone, not a zombie, not another
+# process given the same PID since.
+owner_alive() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    set -- $2 ${stat##*) }
+    [ "$2" != Z ] && [ "$2" != X ] && [ "${21}" = "$1" ]
+}
+
 case "$command" in
 start)
     mkdir -p "$dir"
@@ -63,7 +80,13 @@ CONF
     owner=${3:-}
     if [ -n "$owner" ]; then
         # A watchdog, detached: when the owner ends (however it ends), the server goes with it.
-        nohup setsid bash -c "while kill -0 $owner 2>/dev/null; do sleep 1; done; '$0' stop '$dir'" \
+        # "Ended" is read from /proc, not from `kill -0`: a killed owner its parent has not reaped
+        # yet (a zombie) still answers `kill -0`, and so would a new process given its PID later;
+        # the owner is the process with that PID *and* the start time it had now, not a zombie.
+        since=$(owner_start_time "$owner")
+        [ -n "$since" ] || { "$0" stop "$dir"; echo "private-postgres: no process $owner" >&2; exit 1; }
+        nohup setsid bash -c "$(declare -f owner_start_time owner_alive)
+            while owner_alive $owner $since; do sleep 1; done; '$0' stop '$dir'" \
             >/dev/null 2>&1 </dev/null &
     fi
     echo "export PGHOST=127.0.0.1 PGPORT=$port PGUSER=brick PGPASSWORD=$password PGDATABASE=brick"

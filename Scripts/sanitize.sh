@@ -11,6 +11,7 @@
 # first), ASan aborts at the first bad access.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source Scripts/ci-lib.sh
 
 # Both test targets but the kill -9 loops (their probes would be instrumented too, for nothing a
 # sanitizer checks; the SQLite cache's kill test still runs).
@@ -25,29 +26,40 @@ if [ -n "${BRICK_SANITIZE_FILTER:-}" ]; then
 fi
 
 # Runs `swift test` under one sanitizer; the whole log goes to SCRATCH/sanitize.log, and on failure
-# the first report and the failed tests are shown.
+# the first report and the failed tests are shown. Built first, then tested for at most
+# BRICK_SANITIZE_LIMIT seconds (default 1200; a wedged run fails with the tests still running named
+# and a backtrace, never holds CI).
 run() {
-    local name=$1 scratch=$2 started=$SECONDS status
+    local name=$1 scratch=$2 started=$SECONDS status limit=${BRICK_SANITIZE_LIMIT:-1200}
     shift 2
     echo "sanitize: $name"
-    set +e
     mkdir -p "$scratch"
-    swift test --scratch-path "$scratch" "$@" ${filter[@]+"${filter[@]}"} > "$scratch/sanitize.log" 2>&1
-    status=$?
-    set -e
+    if ! timeout --kill-after=30 2400 swift build --build-tests --scratch-path "$scratch" "$@" > "$scratch/build.log" 2>&1; then
+        tail -n 40 "$scratch/build.log"
+        echo "sanitize: $name: the build failed in $((SECONDS - started)) s"
+        return 1
+    fi
+    echo "sanitize: $name: built in $((SECONDS - started)) s"
+    status=0
+    bounded_test "$limit" "$scratch/sanitize.log" --skip-build --scratch-path "$scratch" "$@" ${filter[@]+"${filter[@]}"} || status=$?
     grep -E "^(✔|✘) Test run" "$scratch/sanitize.log" || true
     if [ "$status" -ne 0 ] && ! grep -q -E "WARNING: ThreadSanitizer|ERROR: AddressSanitizer" "$scratch/sanitize.log"; then
-        # No sanitizer report, only tests that failed: under a sanitizer's 5-15x slowdown a time
-        # bound can be missed. Their suites run once more, alone; a report there still fails.
-        local suites
-        suites=$(grep -oE "recorded an issue (with [^ ]+ argument[^ ]* .* )?at [A-Za-z]+\.swift" "$scratch/sanitize.log" \
-            | grep -oE "[A-Za-z]+\.swift$" | sed 's/\.swift$//' | sort -u | paste -sd'|' -)
-        if [ -n "$suites" ]; then
+        # No sanitizer report, only tests that failed (or a run that ran out of time): under a
+        # sanitizer's 5-15x slowdown a time bound can be missed. Their suites (all of them, after a
+        # wedge) run once more, alone; a report there still fails.
+        local suites rerun=0 again=(${filter[@]+"${filter[@]}"})
+        suites=$(failed_suites "$scratch/sanitize.log")
+        if [ "$status" -eq 124 ] || [ "$status" -eq 131 ] || [ "$status" -eq 137 ]; then
+            echo "sanitize: $name: the run ran out of time; running it once more"
+            rerun=1
+        elif [ -n "$suites" ]; then
             echo "sanitize: $name: tests failed without a report; running their suites again alone: $suites"
-            set +e
-            swift test --scratch-path "$scratch" "$@" --skip-build --filter "$suites" > "$scratch/sanitize-again.log" 2>&1
-            status=$?
-            set -e
+            again+=(--filter "$suites")
+            rerun=1
+        fi
+        if [ "$rerun" -eq 1 ]; then
+            status=0
+            bounded_test "$limit" "$scratch/sanitize-again.log" --skip-build --scratch-path "$scratch" "$@" ${again[@]+"${again[@]}"} || status=$?
             grep -E "^(✔|✘) Test run" "$scratch/sanitize-again.log" || true
             cat "$scratch/sanitize-again.log" >> "$scratch/sanitize.log"
         fi

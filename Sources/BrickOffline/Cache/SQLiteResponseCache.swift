@@ -307,15 +307,20 @@ public final class SQLiteResponseCache: ResponseCache {
 
     private static func open(_ path: String) throws -> DatabasePool {
         // Several processes may open a new cache file at the same moment: switching it to WAL
-        // takes a lock for which SQLite does not wait (SQLITE_BUSY at once), so try again, briefly.
-        // For as long as a busy writer would be waited for (the busy timeout, 5 s): on a loaded
-        // machine several openers can take turns failing for longer than a second.
+        // takes a lock for which SQLite does not wait (SQLITE_BUSY at once), and a connection that
+        // opens while another process's last connection closes (and removes the `-wal` file and
+        // resets the `-shm` index) can see SQLITE_IOERR once. Both pass: try again, for as long as
+        // a busy writer would be waited for (the busy timeout, 5 s; on a loaded machine several
+        // openers can take turns failing for longer than a second). An I/O error that lasts is
+        // reported after that.
         let deadline = ContinuousClock.now + .seconds(5)
         var attempt = 0
         while true {
             do {
                 return try openOnce(path)
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && ContinuousClock.now < deadline {
+            } catch let error as DatabaseError
+                where (error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_IOERR) && ContinuousClock.now < deadline
+            {
                 attempt += 1
                 usleep(UInt32(min(5_000 * attempt, 50_000)))
             }
