@@ -145,6 +145,13 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
+        // What the test targets share (not a product): the loopback server's scope, the bounded
+        // `eventually`, processes spawned without inheriting the test's descriptors.
+        .target(
+            name: "BrickTestSupport",
+            dependencies: ["BrickTestServer"],
+            path: "Tests/Support"
+        ),
         .executableTarget(
             name: "BrickDemo",
             dependencies: ["BrickRequest", "BrickOffline", "BrickTestServer"],
@@ -185,7 +192,7 @@ let package = Package(
         .testTarget(
             name: "BrickRequestTests",
             dependencies: [
-                "BrickRequest", "BrickTesting", "BrickTestServer", "CCurl",
+                "BrickRequest", "BrickTesting", "BrickTestServer", "BrickTestSupport", "CCurl",
                 .product(name: "InMemoryLogging", package: "swift-log"),
             ]
         ),
@@ -213,7 +220,7 @@ let package = Package(
             name: "BrickOfflineTests",
             dependencies: [
                 "BrickLifecycle", "BrickOffline", "BrickOfflineMetrics", "BrickOfflinePostgres", "BrickRequest",
-                "BrickTesting", "BrickTestServer",
+                "BrickTesting", "BrickTestServer", "BrickTestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -226,7 +233,7 @@ let package = Package(
         .testTarget(
             name: "BrickOpenAPITests",
             dependencies: [
-                "BrickOpenAPI", "BrickRequest", "BrickTestServer",
+                "BrickOpenAPI", "BrickRequest", "BrickTestServer", "BrickTestSupport",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
@@ -235,7 +242,7 @@ let package = Package(
         .testTarget(
             name: "BrickInstrumentTests",
             dependencies: [
-                "BrickRequest", "BrickMetrics", "BrickTracing", "BrickTesting", "BrickTestServer",
+                "BrickRequest", "BrickMetrics", "BrickTracing", "BrickTesting", "BrickTestServer", "BrickTestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
@@ -244,7 +251,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BrickRequest", "BrickTestServer"]
+            dependencies: ["BrickRequest", "BrickTestServer", "BrickTestSupport"]
         ),
     ]
 )
@@ -279,7 +286,7 @@ if Context.environment["BRICK_FUZZ"] != nil {
 if Context.environment["BRICK_SANITIZER_SUBSET"] != nil {
     let kept: Set<String> = [
         "CCurl", "CNetlink", "CRuntimeHook", "CZlib", "BrickRequest", "BrickOffline", "BrickTesting",
-        "BrickTestServer", "BrickLifecycle", "BrickOfflineMetrics", "brick-offline-probe",
+        "BrickTestServer", "BrickTestSupport", "BrickLifecycle", "BrickOfflineMetrics", "brick-offline-probe",
         "BrickRequestTests", "BrickOfflineTests",
     ]
     package.targets = package.targets.filter { kept.contains($0.name) }
@@ -287,11 +294,11 @@ if Context.environment["BRICK_SANITIZER_SUBSET"] != nil {
     for target in package.targets where target.name == "BrickOfflineTests" {
         target.exclude += [
             "FleetTests.swift", "PostgresConfigurationTests.swift", "PostgresFixture.swift", "OutboxTests.swift",
-            "PostgresHostileStateTests.swift",
+            "PostgresHostileStateTests.swift", "FixtureCleanupTests.swift",
         ]
         target.dependencies = [
             "BrickLifecycle", "BrickOffline", "BrickOfflineMetrics", "BrickRequest", "BrickTesting", "BrickTestServer",
-            .product(name: "MetricsTestKit", package: "swift-metrics"),
+            "BrickTestSupport", .product(name: "MetricsTestKit", package: "swift-metrics"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "HTTPTypes", package: "swift-http-types"),

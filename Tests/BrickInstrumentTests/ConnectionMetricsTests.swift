@@ -1,21 +1,10 @@
 import BrickMetrics
+import BrickTestSupport
 import BrickRequest
 import BrickTestServer
 import Foundation
 import MetricsTestKit
 import Testing
-
-/// Waits until `condition` holds (30 s at most, then records an issue).
-private func eventually(_ condition: () async -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async {
-    let deadline = ContinuousClock.now + .seconds(30)
-    while !(await condition()) {
-        if ContinuousClock.now > deadline {
-            Issue.record("condition still false after 30 s", sourceLocation: sourceLocation)
-            return
-        }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-}
 
 @Suite("Connections per destination: open and idle, read from the transport and recorded", .timeLimit(.minutes(1)))
 struct ConnectionMetricsTests {

@@ -2,6 +2,7 @@ import BrickOffline
 import BrickOfflinePostgres
 import BrickRequest
 import BrickTestServer
+import BrickTestSupport
 import Foundation
 import Logging
 import PostgresNIO
@@ -62,9 +63,7 @@ final class FleetWorker: Sendable {
 
     /// Waits for it to end (on a thread of its own) and returns its exit status.
     func exit() async -> Int32 {
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(returning: Subprocess.wait(self.pid)) }
-        }
+        await Subprocess.exitStatus(of: pid)
     }
 }
 

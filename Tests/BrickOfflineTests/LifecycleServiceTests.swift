@@ -3,6 +3,7 @@ import BrickOffline
 import BrickOfflineMetrics
 import BrickRequest
 import BrickTestServer
+import BrickTestSupport
 import Foundation
 import Logging
 import MetricsTestKit

@@ -1,4 +1,5 @@
 import BrickOffline
+import BrickTestSupport
 import BrickRequest
 import BrickTesting
 import Foundation

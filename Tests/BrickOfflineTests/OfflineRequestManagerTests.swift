@@ -1,6 +1,7 @@
 import BrickOffline
 import BrickRequest
 import BrickTestServer
+import BrickTestSupport
 import BrickTesting
 import Foundation
 import Synchronization

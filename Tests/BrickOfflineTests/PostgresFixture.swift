@@ -1,5 +1,6 @@
 import BrickOffline
 import BrickOfflinePostgres
+import BrickTestSupport
 import Foundation
 import Logging
 import PostgresNIO
@@ -103,7 +104,7 @@ final class PostgresFixture: Sendable {
         // test process's blocked threads may never turn.
         let command = ([executable] + arguments).map { "'\($0)'" }.joined(separator: " ")
         do {
-            return (0, try Subprocess.run(command + " 2>&1"))
+            return (0, try Subprocess.runBlocking(command + " 2>&1"))
         } catch {
             return (1, "\(error)")
         }

@@ -2,6 +2,7 @@ import BrickOffline
 import BrickOfflinePostgres
 import BrickRequest
 import BrickTestServer
+import BrickTestSupport
 import Foundation
 import Logging
 import PostgresNIO

@@ -1,6 +1,7 @@
 import BrickOffline
 import BrickRequest
 import BrickTestServer
+import BrickTestSupport
 import Foundation
 import Synchronization
 import Testing

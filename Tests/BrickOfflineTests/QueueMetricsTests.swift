@@ -2,6 +2,7 @@ import BrickOffline
 import BrickOfflineMetrics
 import BrickRequest
 import BrickTestServer
+import BrickTestSupport
 import Foundation
 import MetricsTestKit
 import Testing

@@ -1,6 +1,7 @@
 import BrickOffline
 import BrickRequest
 import BrickTestServer
+import BrickTestSupport
 import Foundation
 import GRDB
 import HTTPTypes
@@ -448,7 +449,7 @@ struct ManyFirstOpensTests {
             let probe = CrashTests.probePath
             // Three processes, started together by one shell, beside eight threads of this one.
             let processes = Thread.detachedResult {
-                (try? Subprocess.run(
+                (try? Subprocess.runBlocking(
                     "for i in 1 2 3; do '\(probe)' cache-open '\(path)' shared & done; wait"
                 )) ?? "the shell failed"
             }

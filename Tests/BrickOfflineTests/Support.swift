@@ -29,32 +29,6 @@ func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
     return try await body(URL(fileURLWithPath: path))
 }
 
-/// Starts a loopback server for the duration of `body`.
-func withServer<T>(_ body: (BrickTestServer) async throws -> T) async throws -> T {
-    let server = try await BrickTestServer.start()
-    do {
-        let result = try await body(server)
-        await server.shutdown()
-        return result
-    } catch {
-        await server.shutdown()
-        throw error
-    }
-}
-
-/// Waits until `condition` holds, for at most 30 s of real time (room for a sanitizer's slowdown
-/// or a loaded machine; a condition that never holds still fails).
-func eventually(_ condition: () async -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async {
-    let deadline = ContinuousClock.now + .seconds(30)
-    while !(await condition()) {
-        if ContinuousClock.now > deadline {
-            Issue.record("condition still false after 30 s", sourceLocation: sourceLocation)
-            return
-        }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-}
-
 /// A session whose delays run on `clock` and whose reachability is `reachability`.
 func session(clock: ManualClock = ManualClock(), reachability: ManualReachability = ManualReachability()) -> Session {
     Session(reachability: reachability, clock: clock)

@@ -1,6 +1,7 @@
 import BrickOpenAPI
 import BrickRequest
 import BrickTestServer
+import BrickTestSupport
 import Foundation
 import HTTPTypes
 import OpenAPIRuntime
@@ -22,21 +23,14 @@ private func client(
 
 /// Starts a loopback server with the routes these tests add, for the duration of `body`.
 private func withServer<T>(_ body: (BrickTestServer) async throws -> T) async throws -> T {
-    let server = try await BrickTestServer.start()
-    // How many bytes arrived, and their sum modulo 2^32.
-    server.route("/upload") { request in
-        let sum = request.body.reduce(UInt32(0)) { $0 &+ UInt32($1) }
-        return .ok("\(request.body.count) \(sum)")
-    }
-    server.route("/moved") { _ in .respond(status: 307, headers: [.init("Location", "/upload")]) }
-    do {
-        let result = try await body(server)
-        await server.shutdown()
-        return result
-    } catch {
-        await server.shutdown()
-        throw error
-    }
+    try await BrickTestSupport.withServer(prepare: { server in
+        // How many bytes arrived, and their sum modulo 2^32.
+        server.route("/upload") { request in
+            let sum = request.body.reduce(UInt32(0)) { $0 &+ UInt32($1) }
+            return .ok("\(request.body.count) \(sum)")
+        }
+        server.route("/moved") { _ in .respond(status: 307, headers: [.init("Location", "/upload")]) }
+    }, body)
 }
 
 /// `count` bytes in chunks of `chunk`, made as they are asked for; counts what it made.
@@ -92,18 +86,6 @@ private struct StallingChunks: AsyncSequence, Sendable {
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(started: started) }
-}
-
-/// Waits until `condition` holds (30 s at most, then records an issue).
-private func eventually(_ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async {
-    let deadline = ContinuousClock.now + .seconds(30)
-    while !condition() {
-        if ContinuousClock.now > deadline {
-            Issue.record("condition still false after 30 s", sourceLocation: sourceLocation)
-            return
-        }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
 }
 
 @Suite("BrickOpenAPI: a generated client on a Session, against the loopback server", .timeLimit(.minutes(2)))

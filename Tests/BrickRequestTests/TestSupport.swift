@@ -3,19 +3,6 @@ import BrickTestServer
 import Foundation
 import Testing
 
-/// Starts a loopback server for the duration of `body`.
-func withServer<T>(_ body: (BrickTestServer) async throws -> T) async throws -> T {
-    let server = try await BrickTestServer.start()
-    do {
-        let result = try await body(server)
-        await server.shutdown()
-        return result
-    } catch {
-        await server.shutdown()
-        throw error
-    }
-}
-
 extension Transport {
     /// Sends and returns the result, never throwing (for asserting on errors).
     func result(_ request: TransportRequest) async -> Result<TransportResponse, TransportError> {

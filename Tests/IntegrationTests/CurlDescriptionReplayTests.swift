@@ -1,5 +1,6 @@
 import BrickRequest
 import BrickTestServer
+import BrickTestSupport
 import Foundation
 import Testing
 
@@ -23,7 +24,7 @@ struct CurlDescriptionReplayTests {
         _ = try await transport.send(request)
         let command = transport.cURLDescription(for: request)
         #expect(command.contains("Authorization: Bearer t"))
-        try Subprocess.run(command + " -s -o /dev/null")
+        try await Subprocess.run(command + " -s -o /dev/null")
         let recorded = server.requests(path: "/anything/desc")
         try #require(recorded.count == 2)
         #expect(recorded[0].method == recorded[1].method)

@@ -1,3 +1,4 @@
+import BrickTestSupport
 import Foundation
 import Testing
 
@@ -14,8 +15,8 @@ struct LargeDownloadMemoryTests {
     }
 
     @Test("a 100 MiB download to a file keeps the process under 64 MiB resident")
-    func hundredMebibytesToFile() throws {
-        let output = try Subprocess.run("'\(Self.probePath)' 104857600")
+    func hundredMebibytesToFile() async throws {
+        let output = try await Subprocess.run("'\(Self.probePath)' 104857600")
         let fields = Dictionary(
             uniqueKeysWithValues: output.split(whereSeparator: \.isWhitespace).compactMap { field -> (String, Int)? in
                 let parts = field.split(separator: "=")
@@ -31,8 +32,8 @@ struct LargeDownloadMemoryTests {
     }
 
     @Test("a cached GET of a body over its 128 MiB limit: refused at the limit, and the process never holds much more than the limit")
-    func cachedBodyOverTheLimit() throws {
-        let output = try Subprocess.run("'\(Self.probePath)' cached-endless")
+    func cachedBodyOverTheLimit() async throws {
+        let output = try await Subprocess.run("'\(Self.probePath)' cached-endless")
         var fields: [String: String] = [:]
         for field in output.split(whereSeparator: \.isWhitespace) {
             let parts = field.split(separator: "=", maxSplits: 1)

@@ -1,4 +1,5 @@
 import BrickRequest
+import BrickTestSupport
 import Foundation
 import Synchronization
 import Testing

@@ -1,4 +1,5 @@
 import BrickRequest
+import BrickTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -146,7 +147,7 @@ final class NginxFixture: Sendable {
     @discardableResult
     static func shell(_ script: String) throws -> String {
         do {
-            return try Subprocess.run(script)
+            return try Subprocess.runBlocking(script)
         } catch {
             throw FixtureError(message: "\(error)")
         }

@@ -1,4 +1,5 @@
 import BrickTestServer
+import BrickTestSupport
 import Foundation
 import Testing
 
@@ -28,7 +29,7 @@ struct ResourceLimitTests {
         let server = try await BrickTestServer.start()
         defer { Task { await server.shutdown() } }
         // The default connection limit follows the descriptor limit: 20 connections under 64.
-        let output = try Subprocess.run("ulimit -n 64 && '\(Self.probePath)' connections '\(server.baseURL)/bytes/100' 1000")
+        let output = try await Subprocess.run("ulimit -n 64 && '\(Self.probePath)' connections '\(server.baseURL)/bytes/100' 1000")
         let result = Self.fields(output)
         #expect(result["ok"] == "1000", "\(output)")
         #expect(result["failed"] == "0", "\(output)")
@@ -52,7 +53,7 @@ struct ResourceLimitTests {
     func descriptorsRunOut() async throws {
         let server = try await BrickTestServer.start()
         defer { Task { await server.shutdown() } }
-        let output = try Subprocess.run("ulimit -n 64 && '\(Self.probePath)' unlimited '\(server.baseURL)/bytes/100' 500")
+        let output = try await Subprocess.run("ulimit -n 64 && '\(Self.probePath)' unlimited '\(server.baseURL)/bytes/100' 500")
         let result = Self.fields(output)
         let kinds = result["kinds"] ?? ""
         #expect(kinds.contains("outOfResources"), "\(output)")
@@ -67,7 +68,7 @@ struct ResourceLimitTests {
     func hundredThousandRequests() async throws {
         let server = try await BrickTestServer.start()
         defer { Task { await server.shutdown() } }
-        let output = try Subprocess.run("'\(Self.probePath)' soak '\(server.baseURL)/bytes/100' 100000")
+        let output = try await Subprocess.run("'\(Self.probePath)' soak '\(server.baseURL)/bytes/100' 100000")
         print("soak, every 10,000 requests:\n\(output)")
         let points = output.split(separator: "\n").map { Self.fields(String($0)) }
         try #require(points.count == 10, "\(output)")
@@ -90,7 +91,7 @@ struct ResourceLimitTests {
         let lie = Array("HTTP/1.1 200 OK\r\nContent-Length: 268435456\r\n\r\nonly a few bytes".utf8)
         server.script("/big", Array(repeating: .raw(lie), count: 20))
         // 20 × 256 MiB reserved up front would need 5 GiB; the limit allows about 500 MB.
-        let output = try Subprocess.run(
+        let output = try await Subprocess.run(
             "ulimit -v 500000 && '\(Self.probePath)' allocation '\(server.baseURL)/big' 20"
         )
         let result = Self.fields(output)

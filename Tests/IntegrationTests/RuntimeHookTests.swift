@@ -1,4 +1,5 @@
 import BrickTestServer
+import BrickTestSupport
 import Foundation
 import Testing
 
@@ -15,7 +16,7 @@ struct RuntimeHookTests {
     private func probe(_ mode: String) async throws -> [String: String] {
         let server = try await BrickTestServer.start()
         defer { Task { await server.shutdown() } }
-        let output = try Subprocess.run("'\(Self.probePath)' \(mode) '\(server.baseURL)/bytes/16'")
+        let output = try await Subprocess.run("'\(Self.probePath)' \(mode) '\(server.baseURL)/bytes/16'")
         #expect(server.requestCount == 20, "\(output)")
         return ResourceLimitTests.fields(output)
     }

@@ -1,5 +1,6 @@
 import BrickRequest
 import BrickTestServer
+import BrickTestSupport
 import BrickTesting
 import Dispatch
 import Foundation

@@ -1,4 +1,5 @@
 import BrickRequest
+import BrickTestSupport
 import BrickTesting
 import Foundation
 import Logging

@@ -1,5 +1,6 @@
 import BrickRequest
 import BrickTestServer
+import BrickTestSupport
 import BrickTesting
 import Foundation
 import Synchronization
@@ -29,20 +30,6 @@ final class CreateOrder: Component, POSTRequestType, IdempotentRequestType, Vali
         self.session = session
         self.autoRetryConfiguration = retry
         super.init()
-    }
-}
-
-/// Waits, without sleeping, until `condition` holds (the session works on other threads). A
-/// condition still false after 30 s of real time (room for a sanitizer's slowdown) is a failure,
-/// not a hang.
-func eventually(_ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async {
-    let deadline = ContinuousClock.now + .seconds(30)
-    while !condition() {
-        if ContinuousClock.now > deadline {
-            Issue.record("condition still false after 30 s", sourceLocation: sourceLocation)
-            return
-        }
-        await Task.yield()
     }
 }
 

@@ -1,5 +1,6 @@
 @testable import BrickRequest
 import BrickTestServer
+import BrickTestSupport
 import BrickTesting
 import Foundation
 import Synchronization

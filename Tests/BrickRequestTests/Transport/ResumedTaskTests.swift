@@ -1,5 +1,6 @@
 import BrickRequest
 import BrickTestServer
+import BrickTestSupport
 import Dispatch
 import Foundation
 import Synchronization

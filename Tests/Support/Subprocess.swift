@@ -5,9 +5,9 @@ import Foundation
 /// Foundation's `Process.run()` crashed here (a bad memcpy) while other tests in the same process
 /// held over a thousand sockets; spawning directly avoids it, and `closefrom` keeps children from
 /// holding the test's sockets open.
-enum Subprocess {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
+package enum Subprocess {
+    package struct Failure: Error, CustomStringConvertible {
+        package var description: String
     }
 
     /// glibc ≥ 2.34's `posix_spawn_file_actions_addclosefrom_np`, which the Swift overlay does not
@@ -20,8 +20,22 @@ enum Subprocess {
     }()
 
     /// Runs a script to completion and returns its combined output; throws on a non-zero exit.
+    ///
+    /// Waits on a thread of its own: a test that waits for a process never holds one of the
+    /// cooperative pool's threads (two on a 2-core machine) while the rest of the suite runs.
     @discardableResult
-    static func run(_ script: String) throws -> String {
+    package static func run(_ script: String) async throws -> String {
+        try await onThread { try runBlocking(script) }.get()
+    }
+
+    /// Waits for a child, on a thread of its own, and returns its exit status (or 128 + signal).
+    package static func exitStatus(of pid: pid_t) async -> Int32 {
+        await onThread { wait(pid) }
+    }
+
+    /// ``run(_:)`` blocking the calling thread, for code that is not async (a fixture's setup).
+    @discardableResult
+    package static func runBlocking(_ script: String) throws -> String {
         var pipeFDs: [Int32] = [0, 0]
         guard pipe(&pipeFDs) == 0 else { throw Failure(description: "pipe failed") }
         let pid = try spawn(script, stdout: pipeFDs[1])
@@ -41,7 +55,7 @@ enum Subprocess {
     }
 
     /// Starts a script in the background; its output goes to /dev/null unless `stdout` is given.
-    static func spawn(_ script: String, stdout: Int32? = nil, stdin: Int32? = nil) throws -> pid_t {
+    package static func spawn(_ script: String, stdout: Int32? = nil, stdin: Int32? = nil) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -82,10 +96,21 @@ enum Subprocess {
     }
 
     /// Waits for a child and returns its exit status (or 128 + signal).
-    static func wait(_ pid: pid_t) -> Int32 {
+    package static func wait(_ pid: pid_t) -> Int32 {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         if status & 0x7f == 0 { return (status >> 8) & 0xff }
         return 128 + (status & 0x7f)
+    }
+
+    /// Runs `body` on a new thread and hands back its result.
+    private static func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: body()) }
+        }
+    }
+
+    private static func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async -> Result<T, any Error> {
+        await onThread { Result { try body() } }
     }
 }
