@@ -365,6 +365,28 @@ extension PostgresOfflineStore {
         }
     }
 
+    public func nextHeadDue(queue: String) async throws -> Date? {
+        try await run("find when the head entry is due") { [self] in
+            var next: Date?
+            // As `claim_head` leases: the head, once due, and once no live lease holds it or any
+            // other entry of the queue (greatest() passes over NULLs).
+            for try await date in try await client.query(
+                """
+                SELECT greatest(h.not_before,
+                                (SELECT max(o.lease_expires_at) FROM \(unescaped: schema).entry o
+                                 WHERE o.queue = \(queue) AND o.dead_at IS NULL AND o.lease_token IS NOT NULL
+                                   AND \(unescaped: schema).lease_is_live(o.lease_expires_at, \(leaseDuration.seconds))))
+                FROM (SELECT not_before FROM \(unescaped: schema).entry
+                      WHERE queue = \(queue) AND dead_at IS NULL ORDER BY sequence LIMIT 1) h
+                """,
+                logger: logger
+            ).decode(Date?.self) {
+                next = date
+            }
+            return next
+        }
+    }
+
     public func oldestEntryDate(queue: String) async throws -> Date? {
         try await run("find the oldest entry") { [self] in
             var oldest: Date? = nil

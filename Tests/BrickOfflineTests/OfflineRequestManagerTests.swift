@@ -120,8 +120,9 @@ struct OfflineRequestManagerTests {
                 try await manager.queueRequest(MockRequest(name: "one"))
                 try await manager.queueRequest(MockRequest(name: "two"))
                 queuedAt = try await manager.store.list(queue: "test_manager").map(\.createdAt)
+                // The process "ends": its loop stops before the next one opens the store.
+                await manager.stop(gracePeriod: .seconds(5))
             }
-            try await Task.sleep(for: .milliseconds(50))
             let second = Listener()
             second.vetoes.withLock { $0 = true }
             let reopened = try await Self.manager(place, delegate: second)
@@ -289,7 +290,10 @@ struct OfflineRequestManagerTests {
             try await manager.queueRequest(MockRequest(name: "offline"))
             try await manager.queueRequest(MockRequest(name: "behind"))
             for await event in events { if case .kept = event { break } }
-            try await Task.sleep(for: .milliseconds(50))
+            // The barrier: the loop handled a wake-up after keeping the entry, and went idle.
+            let idle = manager.loopIdleCount
+            manager.attemptSubmission()
+            await eventually { manager.loopIdleCount > idle }
             #expect(MockRequest.board.get("behind").performed == 0)
             MockRequest.board.set("offline") { $0.error = nil }
             clock.advance(by: .seconds(11))
@@ -342,8 +346,8 @@ struct OfflineRequestManagerTests {
                     first.delegate = listener
                     first.register(MockRequest.self)
                     try await first.queueRequest(MockRequest(name: "orphan"))
+                    await first.stop(gracePeriod: .seconds(5))
                 }
-                try await Task.sleep(for: .milliseconds(50))
                 let manager = OfflineRequestManager(name: "kinds", store: try await place.open("kinds"), session: Session(reachability: ManualReachability()))
                 let events = manager.events
                 try await manager.queueRequest(RecordSale(server.baseURL + "/post", amount: 5))
@@ -375,8 +379,8 @@ struct OfflineRequestManagerTests {
                 // Queued while nothing could be sent (vetoed), then the process "ends".
                 let first = try await Self.manager(place, delegate: listener)
                 for index in 0..<20 { try await first.queueRequest(MockRequest(name: "r\(index)")) }
+                await first.stop(gracePeriod: .seconds(5))
             }
-            try await Task.sleep(for: .milliseconds(50))
             let order = Lock<[String]>([])
             let recorder = Listener()
             let reopened = try await Self.manager(place, cap: 1, delegate: recorder)

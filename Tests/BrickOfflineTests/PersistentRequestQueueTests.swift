@@ -99,9 +99,11 @@ struct PersistentRequestQueueTests {
                 }
                 #expect(server.requests(path: "/anything/a").count == 1)
                 // Asking again before the pause ends sends nothing.
+                let idle = queue.loopIdleCount
                 queue.startProcessing()
                 clock.advance(by: .seconds(29))
-                try await Task.sleep(for: .milliseconds(100))
+                // The barrier: the loop handled the wake-up and went idle again.
+                await eventually { queue.loopIdleCount > idle }
                 #expect(server.requests(path: "/anything/a").count == 1)
                 clock.advance(by: .seconds(2))
                 await queue.waitUntilEmpty()
@@ -362,8 +364,12 @@ struct PersistentRequestQueueTests {
                 try await queue.add(RecordSale(server.baseURL + "/post", amount: 1))
                 await eventually { server.requests(path: "/post").count == 1 }
                 await eventually { reachability.subscriberCount > 0 }
-                try await Task.sleep(for: .milliseconds(50))
+                // The barrier: the loop recorded the failure and went idle (paused for an hour).
+                let idle = queue.loopIdleCount
+                queue.startProcessing()
+                await eventually { queue.loopIdleCount > idle }
                 #expect(await queue.count == 1)
+                #expect(server.requests(path: "/post").count == 1)
                 reachability.set(.reachable)
                 await queue.waitUntilEmpty()
                 #expect(server.requests(path: "/post").count == 2)

@@ -91,6 +91,27 @@ struct StoreContractTests {
         }
     }
 
+    @Test("nextHeadDue is when the head may be leased (its pause, its lease), though a later entry is due now; nextDue is any entry's", arguments: StoreKind.allCases)
+    func nextHeadDue(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try await place.open("q")
+            #expect(try await store.nextHeadDue(queue: "q") == nil)
+            let now = Date()
+            let later = now.addingTimeInterval(600)
+            _ = try await store.add(Self.drafts(1, notBefore: later), dedupe: .reject)
+            _ = try await store.add(Self.drafts(1, notBefore: now), dedupe: .reject)
+            #expect(try await store.leaseHead(queue: "q", now: now, for: .seconds(60)) == nil)
+            let head = try #require(try await store.nextHeadDue(queue: "q"))
+            #expect(abs(head.timeIntervalSince(later)) < 0.01, "the head's pause, not the second entry's date")
+            let any = try #require(try await store.nextDue(queue: "q"))
+            #expect(abs(any.timeIntervalSince(now)) < 0.01)
+            // Once due and leased, the head waits for its lease.
+            let leased = try #require(try await store.leaseHead(queue: "q", now: later, for: .seconds(60)))
+            let held = try #require(try await store.nextHeadDue(queue: "q"))
+            #expect(held >= (leased.lease?.expiresAt ?? .distantFuture).addingTimeInterval(-0.01))
+        }
+    }
+
     @Test("dedupe: reject refuses, replace takes the pending one's place; a leased one is never replaced", arguments: StoreKind.allCases)
     func dedupe(kind: StoreKind) async throws {
         try await withStorePlace(kind) { place in

@@ -68,6 +68,8 @@ final class ManagerCore: Sendable {
     var owner: WeakManager { ownerBox.withLock { $0 } }
     private let state = Lock(State())
     private let signal = LoopSignal()
+    /// How many times the loop went idle (``LoopSignal/idleCount``): a barrier for tests.
+    var idleCount: Int { signal.idleCount }
     /// The loop's clock: the session's, so a `ManualClock` drives time limits and pauses in tests.
     private let time: LoopTime
     var leaseDuration: Duration { settings.withLock { $0.leaseDuration } ?? store.leaseDuration }
@@ -401,9 +403,13 @@ final class ManagerCore: Sendable {
                 continue
             }
             if leased.isEmpty {
+                // Head of line (cap 1): the head's due date, not any entry's. A later entry due
+                // now while the head waits out a pause would make the loop spin until then.
                 let next =
                     state.withLock({ $0.running.isEmpty })
-                    ? await reporting("find the next due request") { store, queue in try await store.nextDue(queue: queue) } ?? nil
+                    ? await reporting("find the next due request") { store, queue in
+                        try await cap == 1 ? store.nextHeadDue(queue: queue) : store.nextDue(queue: queue)
+                    } ?? nil
                     : nil
                 await sleep(until: next)
                 continue

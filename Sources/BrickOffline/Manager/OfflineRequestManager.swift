@@ -68,6 +68,10 @@ public final class OfflineRequestManager: Sendable {
 
     private let core: ManagerCore
 
+    /// How many times the delivery loop went idle, with nothing due and no wake-up pending: a
+    /// barrier for tests (read it, cause something, wait until it grows: the loop handled it).
+    package var loopIdleCount: Int { core.idleCount }
+
     /// Opens (or creates) the manager `name`, stored in `directory/name.sqlite`.
     ///
     /// - Parameters:

@@ -84,6 +84,10 @@ public final class PersistentRequestQueue: Sendable {
 
     private let core: QueueCore
 
+    /// How many times the delivery loop went idle, with nothing due and no wake-up pending: a
+    /// barrier for tests (read it, cause something, wait until it grows: the loop handled it).
+    package var loopIdleCount: Int { core.idleCount }
+
     /// The default directory of offline stores: `$XDG_STATE_HOME/brickrequest`, else
     /// `~/.local/state/brickrequest`.
     public static var defaultDirectory: URL {

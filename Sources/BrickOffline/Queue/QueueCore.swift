@@ -54,6 +54,8 @@ final class QueueCore: Sendable {
     private let time: LoopTime
     private let state = Lock(State())
     private let signal = LoopSignal()
+    /// How many times the loop went idle (``LoopSignal/idleCount``): a barrier for tests.
+    var idleCount: Int { signal.idleCount }
     private let events = EventBroadcaster<OfflineQueueEvent>()
 
     init(

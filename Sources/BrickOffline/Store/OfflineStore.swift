@@ -249,6 +249,11 @@ public protocol OfflineStore: Sendable {
     func clearPauses(queue: String, now: Date) async throws
     /// The earliest `notBefore` of the pending, unleased entries of `queue`, if any.
     func nextDue(queue: String) async throws -> Date?
+    /// When ``leaseHead(queue:now:for:)`` may next lease the head of `queue` (its oldest pending
+    /// entry): the later of its `notBefore` and the expiry of a live lease that holds it back, or
+    /// `nil` when `queue` is empty. What a head-of-line consumer (cap 1) sleeps until: the earliest
+    /// due date of *any* entry (``nextDue(queue:)``) can lie in the past while the head waits.
+    func nextHeadDue(queue: String) async throws -> Date?
     /// Pending entries of `queue` (leased ones included, dead letters not).
     func count(queue: String) async throws -> Int
     /// Pending entries of `queue`, in order.
@@ -290,6 +295,11 @@ extension OfflineStore {
     public var pollInterval: Duration? { nil }
     /// `nil`: only this process writes the store.
     public func wakeUps(queue: String) -> AsyncStream<Void>? { nil }
+    /// Read from ``list(queue:)`` (a store that can ask its database for the head does).
+    public func nextHeadDue(queue: String) async throws -> Date? {
+        guard let head = try await list(queue: queue).first else { return nil }
+        return max(head.notBefore, head.lease?.expiresAt ?? head.notBefore)
+    }
     /// Read from ``list(queue:)`` (a store that can ask its database for the minimum does).
     public func oldestEntryDate(queue: String) async throws -> Date? {
         try await list(queue: queue).lazy.map(\.createdAt).min()

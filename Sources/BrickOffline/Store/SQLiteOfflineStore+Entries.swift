@@ -361,6 +361,30 @@ extension SQLiteOfflineStore {
         }
     }
 
+    public func nextHeadDue(queue: String) async throws -> Date? {
+        try await read("find when the head entry is due") { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT notBefore, leaseExpiresAt FROM entry WHERE queue = ? AND deadAt IS NULL ORDER BY sequence LIMIT 1",
+                    arguments: [queue]
+                )
+            else { return nil }
+            // Read as whatever SQLite holds: a damaged value makes the head due now (leasing it
+            // sets it aside), never converted by force.
+            func seconds(_ value: DatabaseValue) -> Double? {
+                switch value.storage {
+                case .double(let seconds): return seconds
+                case .int64(let seconds): return Double(seconds)
+                case .string, .blob: return Date().timeIntervalSince1970
+                case .null: return nil
+                }
+            }
+            let due = max(seconds(row[0]) ?? 0, seconds(row[1]) ?? 0)
+            return Date(timeIntervalSince1970: due)
+        }
+    }
+
     public func count(queue: String) async throws -> Int {
         try await read("count entries") { db in
             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM entry WHERE queue = ? AND deadAt IS NULL", arguments: [queue])

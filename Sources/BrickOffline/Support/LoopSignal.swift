@@ -63,6 +63,12 @@ final class LoopSignal: Sendable {
     }
 
     private let state = Lock(State())
+    private let idle = Atomic<Int>(0)
+
+    /// How many times the loop went idle: suspended with no wake-up pending. For tests, a
+    /// barrier: read it, cause something (a wake-up, a clock advance), and once it has grown the
+    /// loop has handled that and found nothing more to do (nothing sent, nothing launched).
+    package var idleCount: Int { idle.load(ordering: .acquiring) }
 
     /// Ends the current sleep, or the next one at once.
     func wake() {
@@ -100,6 +106,7 @@ final class LoopSignal: Sendable {
                     return true
                 }
                 state.sleeper = continuation
+                idle.add(1, ordering: .releasing)
                 return false
             }
             if now { continuation.resume() }

@@ -184,7 +184,7 @@ struct EndToEndTests {
             let request = Stalling(server: server)
             let delivered = Delivered<Response<Data, BrickError>>()
             request.response { delivered.add($0) }.resume()
-            while server.requestCount == 0 { try await Task.sleep(for: .milliseconds(2)) }
+            await eventually { server.requestCount > 0 }
             request.cancel()
             request.cancel()
             let response = try await delivered.first()
@@ -192,11 +192,7 @@ struct EndToEndTests {
             #expect(request.state == .cancelled)
             #expect(delivered.count == 1)
             // The transfer really stopped: libcurl closed its connection.
-            let deadline = ContinuousClock.now + .seconds(5)
-            while server.openConnectionCount > 0 && ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(2))
-            }
-            #expect(server.openConnectionCount == 0)
+            await eventually { server.openConnectionCount == 0 }
         }
     }
 
@@ -221,20 +217,19 @@ struct EndToEndTests {
             let request = EchoOnce(server: server)
             request.resume()
             request.resume()
-            let deadline = ContinuousClock.now + .seconds(5)
-            while server.requestCount == 0 && ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(2))
-            }
-            try await Task.sleep(for: .milliseconds(100))
-            #expect(server.requestCount == 1)
+            await eventually { server.requestCount >= 1 }
             let registered = EchoOnce(server: server)
             let delivered = Delivered<Response<JSON, BrickError>>()
             registered.response { delivered.add($0) }.resume()
             registered.resume()
-            #expect(try await delivered.first().error == nil)
-            try await Task.sleep(for: .milliseconds(100))
+            let first = try await delivered.first()
+            #expect(first.error == nil)
+            // The barrier: a follow-up request, started after every resume() above returned. Once
+            // its response is back, a second send of either request would have been counted, and
+            // a second delivery (on the same serial callback queue) made.
+            #expect(await EchoOnce(server: server).response().error == nil)
             #expect(delivered.count == 1)
-            #expect(server.requestCount == 2)
+            #expect(server.requestCount == 3)
         }
     }
 
@@ -250,7 +245,7 @@ struct EndToEndTests {
                     return error
                 }
             }
-            while server.requestCount == 0 { try await Task.sleep(for: .milliseconds(2)) }
+            await eventually { server.requestCount > 0 }
             task.cancel()
             #expect(await task.value == .cancelled)
         }

@@ -173,7 +173,7 @@ struct SessionReplacementTests {
         try await withServer { server in
             let session = Session()
             UnansweredPost(url: server.baseURL + "/post", session: session).resume()
-            for _ in 0..<500 where server.requests(path: "/post").isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            await eventually { !server.requests(path: "/post").isEmpty }
             #expect(server.requests(path: "/post").count == 1)
         }
     }
@@ -188,10 +188,10 @@ struct SessionReplacementTests {
                     outcomes.withLock { $0.append(response.error?.code) }
                 }.resume()
             }
-            for _ in 0..<500 where session.runningRequests < 3 { try await Task.sleep(for: .milliseconds(10)) }
+            await eventually { session.runningRequests >= 3 }
             #expect(session.runningRequests == 3)
             session.cancelAll()
-            for _ in 0..<500 where outcomes.withLock({ $0.count }) < 3 { try await Task.sleep(for: .milliseconds(10)) }
+            await eventually { outcomes.withLock({ $0.count }) >= 3 }
             #expect(outcomes.withLock { $0 } == [.cancelled, .cancelled, .cancelled])
             #expect(session.runningRequests == 0)
             let after = await SessionGet(url: server.baseURL + "/get", session: session).response()

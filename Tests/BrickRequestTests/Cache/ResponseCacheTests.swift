@@ -165,7 +165,11 @@ struct ResponseCacheTests {
                 if count == 2 { done.signal() }
             }.resume()
             #expect(await signalled(done))
-            try await Task.sleep(for: .milliseconds(100))  // a third delivery would show here
+            // The barrier: a later request's handler, on the same serial callback queue, runs after
+            // any third delivery of the first.
+            let later = DispatchSemaphore(value: 0)
+            CachedGet(server.baseURL + "/get", session: session, policy: .networkOnly).response { _ in later.signal() }.resume()
+            #expect(await signalled(later))
             let seen = deliveries.withLock { $0 }
             #expect(seen.count == 2)
             #expect(seen.map(\.source) == [.cache, .network])
@@ -246,7 +250,7 @@ struct ResponseCacheTests {
             let stale = await CachedGet(url, session: session).response()
             #expect(stale.source == .cache && stale.isStale)
             #expect(stale.data == first.data)
-            for _ in 0..<200 where server.notModifiedCount == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            await eventually { server.notModifiedCount > 0 }
             #expect(server.notModifiedCount == 1)
             #expect(server.requests(path: "/cache/swr").last?.header("If-None-Match") == "\"v1\"")
         }

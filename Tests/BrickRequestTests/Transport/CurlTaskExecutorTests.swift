@@ -107,7 +107,7 @@ struct CurlTaskExecutorTests {
                     return error
                 }
             }
-            while server.requestCount == 0 { try await Task.sleep(for: .milliseconds(2)) }
+            await eventually { server.requestCount > 0 }
             task.cancel()
             #expect(await task.value == .cancelled)
             #expect(transport.activeTransferCount == 0)

@@ -316,7 +316,7 @@ struct CurlTransportConnectionTests {
             for _ in 0..<1000 {
                 tasks.append(transport.start(try get(server.baseURL + "/stall")) { results.add($0) })
             }
-            while server.requestCount < 1000 { try await Task.sleep(for: .milliseconds(10)) }
+            await eventually { server.requestCount >= 1000 }
             #expect(ProcessProbe.socketDescriptors(connectedTo: server.port) == 1000)
             #expect(transport.activeTransferCount == 1000)
             tasks.forEach { $0.cancel() }

@@ -121,7 +121,7 @@ struct CurlTransportErrorTests {
             // the second waits for it far longer than the idle timeout, then succeeds.
             let dripping = try get(server.baseURL + "/drip?numbytes=10&duration=1")
             let first = Task { await transport.result(dripping) }
-            while server.requests.isEmpty { try await Task.sleep(for: .milliseconds(1)) }
+            await eventually { !server.requests.isEmpty }
             let queued = await transport.result(try get(server.baseURL + "/get"))
             let slow = await first.value
             #expect((try? slow.get())?.body?.count == 10)
@@ -173,7 +173,7 @@ struct CurlTransportErrorTests {
             server.script("/stall", [.stall])
             let results = ResultsBox()
             let task = transport.start(try get(server.baseURL + "/stall")) { results.add($0) }
-            while server.requestCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            await eventually { server.requestCount > 0 }
             task.cancel()
             task.cancel()
             await results.wait(count: 1)
@@ -191,7 +191,7 @@ struct CurlTransportErrorTests {
             server.script("/stall", [.stall])
             let request = try get(server.baseURL + "/stall")
             let task = Task { await transport.result(request) }
-            while server.requestCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            await eventually { server.requestCount > 0 }
             task.cancel()
             let result = await task.value
             #expect(result.failure?.kind == .cancelled)
@@ -208,13 +208,14 @@ struct CurlTransportErrorTests {
             do {
                 let transport = CurlTransport()
                 task = transport.start(try get(server.baseURL + "/stall")) { results.add($0) }
-                while server.requestCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
+                await eventually { server.requestCount > 0 }
             }
             await results.wait(count: 1)
             #expect(results.all.first?.failure?.kind == .shutdown)
-            // The task outlives its transport: cancelling it now does nothing, and nothing more is delivered.
+            // The task outlives its transport: cancelling it now does nothing, and nothing more is
+            // delivered. No driver thread is left to deliver on, so a delivery would have happened
+            // within cancel(), on this thread: the count right after it is the proof.
             task.cancel()
-            try await Task.sleep(for: .milliseconds(50))
             #expect(results.all.count == 1)
         }
     }

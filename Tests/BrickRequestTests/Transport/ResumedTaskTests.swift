@@ -179,7 +179,7 @@ struct ResumedTaskTests {
             }
             #expect(await signalled(sentSlow))
             // Let the slow request reach the server, then cancel the task.
-            while server.requestCount < 2 { try await Task.sleep(for: .milliseconds(5)) }
+            await eventually { server.requestCount >= 2 }
             let clock = ContinuousClock()
             let start = clock.now
             task.cancel()
