@@ -1,3 +1,4 @@
+// Over 450 lines: every entry requirement of OfflineStore on PostgreSQL, one statement each, read side by side with the SQLite store's.
 import BrickOffline
 import BrickRequest
 import Foundation

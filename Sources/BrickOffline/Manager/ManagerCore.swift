@@ -1,3 +1,4 @@
+// Over 450 lines: the manager's loop, stop and attempt in one type until the shared delivery loop (issue 41, part 1) takes the loop out.
 import BrickRequest
 import Foundation
 import Logging

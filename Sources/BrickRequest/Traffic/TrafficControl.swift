@@ -1,3 +1,4 @@
+// Over 450 lines: the one lock around every host's state, and each wait it hands out (admission, slots, sweeps) beside it.
 import FoundationEssentials
 import Synchronization
 

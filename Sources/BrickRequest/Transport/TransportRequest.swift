@@ -1,3 +1,4 @@
+// Over 450 lines: the request's validation (URL, header injection, sizes) stays with the type it guards; most of it is documentation.
 import FoundationEssentials
 public import HTTPTypes
 
