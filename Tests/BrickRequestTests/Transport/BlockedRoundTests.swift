@@ -1,9 +1,15 @@
 import BrickRequest
+import BrickTestSupport
 import Dispatch
 import Foundation
 import Glibc
 import Synchronization
 import Testing
+
+/// How many requests a ``BurstServer`` has received.
+private final class Arrivals: Sendable {
+    let count = Mutex(0)
+}
 
 /// A server on 127.0.0.1 that holds every request until `count` have arrived, each on its own
 /// connection, then writes all the responses back to back, in arrival order, and closes: the
@@ -11,6 +17,8 @@ import Testing
 private final class BurstServer: Sendable {
     let port: UInt16
     private let listener: Int32
+    /// How many requests have arrived so far.
+    let received = Arrivals()
 
     init(count: Int) throws {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -27,6 +35,7 @@ private final class BurstServer: Sendable {
         }
         guard bound else { throw POSIXError(.EADDRINUSE) }
         port = UInt16(bigEndian: address.sin_port)
+        let counter = received
         Thread.detachNewThread {
             var clients: [(Int32, String)] = []
             while clients.count < count {
@@ -42,6 +51,7 @@ private final class BurstServer: Sendable {
                 let line = String(decoding: request.prefix { $0 != 13 }, as: UTF8.self)
                 let path = line.split(separator: " ").dropFirst().first.map(String.init) ?? "/"
                 clients.append((client, path))
+                counter.count.withLock { $0 += 1 }
             }
             for (client, path) in clients {
                 let body = Array(path.utf8)
@@ -61,7 +71,7 @@ private final class BurstServer: Sendable {
 @Suite("A blocking handler does not hold back the rest of its round", .timeLimit(.minutes(2)))
 struct BlockedRoundTests {
     /// One round: a `response(_:)` handler that blocks until 16 tasks awaiting other responses of
-    /// the same round have all got them (or 10 s pass); returns whether they got them while it
+    /// the same round have all got them (or 30 s pass); returns whether they got them while it
     /// blocked. Before the fix, the tasks' resumption waited behind the handler in the driver's
     /// round, and the handler's wait ran out.
     private func round(_ transport: CurlTransport) async throws -> Bool {
@@ -73,14 +83,14 @@ struct BlockedRoundTests {
         // The blocking request goes first, so that its response is first in the burst.
         SessionGet(url: server.baseURL + "/blocking", session: session).response { response in
             #expect(response.value.map { String(decoding: $0, as: UTF8.self) } == "/blocking")
-            let deadline = DispatchTime.now() + 10
+            let deadline = DispatchTime.now() + 30
             var all = true
             for _ in 0..<16 where arrived.wait(timeout: deadline) != .success { all = false }
             handlerSawAll.withLock { $0 = all }
             handlerDone.signal()
         }.resume()
-        // Let the first request reach the server before the others.
-        try await Task.sleep(for: .milliseconds(50))
+        // The first request reaches the server before the others are sent.
+        await eventually { server.received.count.withLock { $0 } == 1 }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<16 {
                 group.addTask {
