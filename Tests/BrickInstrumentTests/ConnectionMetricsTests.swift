@@ -41,6 +41,6 @@ struct ConnectionMetricsTests {
                 && (try? metrics.expectGauge("brick.client.connections.open", dimensions).lastValue) == 4
         }
         recorder.cancel()
-        await recorder.value
+        await recorder.childValue
     }
 }

@@ -1,4 +1,5 @@
 import BrickMetrics
+import BrickTestSupport
 import BrickRequest
 import BrickTestServer
 import BrickTesting
@@ -118,7 +119,7 @@ struct MetricsInstrumentTests {
         let destination = [("server.address", "api.example.com"), ("server.port", "443")]
         #expect(metrics.counterTotal(label: "brick.client.parked", dimensions: destination) == 1)
         reachability.set(.reachable)
-        #expect(await task.value.status == .ok)
+        #expect(await task.childValue.status == .ok)
         #expect(try metrics.expectCounter("brick.client.retries", [("http.request.method", "GET")] + destination).totalValue == 1)
     }
 

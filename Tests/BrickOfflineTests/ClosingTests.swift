@@ -25,7 +25,7 @@ struct ClosingTests {
                 for amount in 1...5 { try await queue.add(RecordSale(server.baseURL + "/post", amount: amount)) }
                 await queue.waitUntilEmpty()
                 await queue.close()
-                #expect(await listener.value == 5)
+                #expect(await listener.childValue == 5)
                 await #expect(throws: BrickError.self) { try await queue.add(RecordSale(server.baseURL + "/post", amount: 6)) }
                 #expect(server.requests(path: "/post").count == 5)
             }
@@ -47,7 +47,7 @@ struct ClosingTests {
                 await manager.waitUntilEmpty()
                 #expect(server.requests(path: "/post").count == 4)
                 manager.close()
-                #expect(await listener.value == 4)
+                #expect(await listener.childValue == 4)
                 await #expect(throws: BrickError.self) { try await manager.queueRequest(RecordSale(server.baseURL + "/post", amount: 5)) }
             }
         }

@@ -47,9 +47,9 @@ struct DiskFullTests {
             #expect(error.code == .storage)
             #expect((error.underlying as? OfflineStoreError)?.kind == .diskFull, "\(error)")
             #expect(!acknowledged.isEmpty)
-            // Reopened: every acknowledged entry is there, and the file is sound.
-            try await Task.sleep(for: .milliseconds(100))
-            let store = try SQLiteOfflineStore(name: "full", directory: URL(fileURLWithPath: mountPoint))
+            // Reopened (once the queue's store has let the file go): every acknowledged entry is
+            // there, and the file is sound.
+            let store = try await SQLiteOfflineStore.open(name: "full", directory: URL(fileURLWithPath: mountPoint))
             let stored = Set(try await store.list(queue: "full").map(\.id))
             #expect(Set(acknowledged).isSubset(of: stored))
             #expect(try await store.integrityCheck() == "ok")

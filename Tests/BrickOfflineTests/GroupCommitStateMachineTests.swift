@@ -1,4 +1,5 @@
 import BrickOffline
+import BrickTestSupport
 import Foundation
 import GRDB
 import Synchronization
@@ -118,7 +119,7 @@ struct GroupCommitRefusalTests {
                     return all
                 }
             }
-            let outcomes = await adds.value
+            let outcomes = await adds.childValue
             released.wait()
             #expect(gathered.withLock { $0 }, "the 15 other adds queued up behind the first")
             let refused = outcomes.compactMap { outcome -> OfflineStoreError? in

@@ -32,7 +32,7 @@ struct LifecycleServiceTests {
                 let running = Task { try await group.run() }
                 await eventually { server.requests(path: "/delay/5").count == 2 }
                 await group.triggerGracefulShutdown()
-                try await running.value
+                try await running.childValue
                 // The two in flight finished and were stored as finished; nothing new was taken.
                 #expect(server.requests(path: "/delay/5").count == 2)
                 #expect(await manager.totalRequestCount == 2)
@@ -89,7 +89,7 @@ struct LifecycleServiceTests {
                 let running = Task { try await group.run() }
                 await eventually { server.requests(path: "/delay/5").count == 2 }
                 await group.triggerGracefulShutdown()
-                try await running.value
+                try await running.childValue
                 #expect(server.requests(path: "/delay/5").count == 2)
                 #expect(await queue.count == 2)
                 let next = PersistentRequestQueue(name: "svc", store: store, session: session())

@@ -77,8 +77,8 @@ struct OutboxTests {
                     return waiting
                 }
                 releaseFirst.continuation.yield()
-                try await first.value
-                let error = await second.value
+                try await first.childValue
+                let error = await second.childValue
                 #expect(error != nil, "the second transaction was reported committed")
                 let brickError = (error as? PostgresTransactionError)?.closureError as? BrickError
                 #expect(brickError?.code == .storage, "\(String(describing: error))")

@@ -1,4 +1,5 @@
 import BrickOffline
+import BrickTestSupport
 import BrickOfflinePostgres
 import Foundation
 import Logging
@@ -195,6 +196,6 @@ struct CallDeadlineTests {
             }
         }
         caller.cancel()
-        await #expect(throws: CancellationError.self) { _ = try await caller.value }
+        await #expect(throws: CancellationError.self) { _ = try await caller.childValue }
     }
 }

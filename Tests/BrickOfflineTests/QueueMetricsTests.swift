@@ -39,7 +39,7 @@ struct QueueMetricsTests {
                 try await queue.removeAll()
                 await eventually { depth.lastValue == 0 && age.lastValue == 0 }
                 await queue.close()
-                await recorder.value  // ends with the queue's streams
+                await recorder.childValue  // ends with the queue's streams
             }
         }
     }

@@ -230,7 +230,7 @@ struct BrickRequestTransportTests {
             let call = Task { try await client.getDelayed(path: .init(seconds: 30)) }
             await eventually { server.requests(path: "/delay/30.0").count + server.requests(path: "/delay/30").count == 1 }
             call.cancel()
-            await #expect(throws: (any Error).self) { try await call.value }
+            await #expect(throws: (any Error).self) { try await call.childValue }
             await eventually { server.openConnectionCount == 0 }
         }
     }
@@ -244,7 +244,7 @@ struct BrickRequestTransportTests {
             let call = Task { try await client.upload(body: .binary(body)) }
             await eventually { started.value.load(ordering: .relaxed) == 1 }
             call.cancel()
-            await #expect(throws: (any Error).self) { try await call.value }
+            await #expect(throws: (any Error).self) { try await call.childValue }
             #expect(server.requests(path: "/upload").isEmpty)
         }
     }
@@ -266,7 +266,7 @@ struct BrickRequestTransportTests {
             }
             await eventually { firstPiece.value.load(ordering: .relaxed) > 0 }
             reader.cancel()
-            await #expect(throws: (any Error).self) { try await reader.value }
+            await #expect(throws: (any Error).self) { try await reader.childValue }
             await eventually { server.openConnectionCount == 0 }
         }
     }

@@ -139,7 +139,7 @@ struct NamespaceReachabilityTests {
             #expect(transport.attempts.withLock { $0 } - before == 1, "flap \(flap): attempts while the link was down")
             let upAt = ContinuousClock.now
             try lab.link(up: true)
-            let response = await task.value
+            let response = await task.childValue
             recoveries.append(ContinuousClock.now - upAt)
             #expect(response.status == .ok, "flap \(flap): \(String(describing: response.error))")
             #expect(

@@ -125,7 +125,7 @@ struct DownloadTests {
                 }
                 await eventually { clock.waiterCount == 1 }
                 clock.advance(by: .seconds(1))
-                let failed = await exhausted.value
+                let failed = await exhausted.childValue
                 let afterFailure = try FileManager.default.contentsOfDirectory(atPath: directory)
 
                 server.script("/range/60000", [.routeCutAfter(bodyBytes: 10_000)])

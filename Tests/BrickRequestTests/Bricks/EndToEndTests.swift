@@ -247,7 +247,7 @@ struct EndToEndTests {
             }
             await eventually { server.requestCount > 0 }
             task.cancel()
-            #expect(await task.value == .cancelled)
+            #expect(await task.childValue == .cancelled)
         }
     }
 

@@ -52,7 +52,11 @@ struct GetUserExampleTests {
         #expect(response.status == .ok)
         #expect(response.request?.urlString == ExampleAPI.server.baseURL + "/users?userID=100")
         #expect(request.state == .completed)
-        try await Task.sleep(for: .milliseconds(20))
+        // The barrier: a later request's handler, on the same serial callback queue, runs after
+        // any second delivery of the first.
+        let later = Delivered<Response<JSON, BrickError>>()
+        GetUser(userID: "101").response { later.add($0) }.resume()
+        _ = try await later.first()
         #expect(delivered.count == 1)
     }
 

@@ -91,7 +91,7 @@ struct SessionReplacementTests {
             let fromChild = try await child
             #expect(fromChild == "Ada")
             let unstructured = Task { try await BrickSessionUser().value }
-            let fromTask = try await unstructured.value
+            let fromTask = try await unstructured.childValue
             #expect(fromTask == "Ada")
         }
         #expect(stub.requests.count == 3)

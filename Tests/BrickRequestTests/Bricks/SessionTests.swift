@@ -124,7 +124,7 @@ struct SessionTests {
         clock.advance(by: .seconds(29))
         #expect(clock.waiterCount == 1)
         clock.advance(by: .seconds(1))
-        #expect(try await task.value["name"].string == "Late")
+        #expect(try await task.childValue["name"].string == "Late")
         #expect(clock.now.offset == .seconds(30))
     }
 
@@ -143,7 +143,7 @@ struct SessionTests {
         #expect(order.all == [1, 2, 3])
         #expect(clock.waiterCount == 1)
         clock.advance(by: .seconds(3))
-        try await sleeper.value
+        try await sleeper.childValue
         #expect(clock.now.offset == .seconds(10))
     }
 

@@ -36,7 +36,7 @@ struct CallTimeLimitTests {
         let task = Task { await call() }
         let finished = Lock(false)
         let watcher = Task {
-            _ = await task.value
+            _ = await task.childValue
             finished.withLock { $0 = true }
         }
         await eventually { finished.withLock { $0 } || clock.waiterCount > 0 }
@@ -47,8 +47,8 @@ struct CallTimeLimitTests {
                 await Task.yield()
             }
         }
-        await watcher.value
-        return await task.value
+        await watcher.childValue
+        return await task.childValue
     }
 
     @Test("timeout 1 s, a real server's 429 with Retry-After: 10: delivered at once, the server's date on the response and the error")
@@ -101,7 +101,7 @@ struct CallTimeLimitTests {
         let task = Task { await TimedEndpoint("https://other.example.com/short", session: session, timeout: nil).response() }
         await eventually { clock.waiterCount == 1 }
         clock.advance(by: .seconds(30))
-        let short = await task.value
+        let short = await task.childValue
         #expect(short.status == .ok)
         #expect(short.notBefore == nil)
     }
@@ -122,7 +122,7 @@ struct CallTimeLimitTests {
         let task = Task { await TimedEndpoint("https://api.example.com/slow", session: session, timeout: nil).response() }
         await eventually { clock.waiterCount == 1 }
         clock.advance(by: .seconds(100))
-        #expect(await task.value.status == .ok)
+        #expect(await task.childValue.status == .ok)
     }
 
     @Test("each retry is sent with what is left of the call's timeout")
@@ -141,7 +141,7 @@ struct CallTimeLimitTests {
         }
         await eventually { clock.waiterCount == 1 }
         clock.advance(by: .seconds(2))
-        #expect(await task.value.status == .ok)
+        #expect(await task.childValue.status == .ok)
         #expect(stub.requests.map(\.options.timeout) == [.seconds(3), .seconds(1)])
     }
 
@@ -162,7 +162,7 @@ struct CallTimeLimitTests {
         }
         await eventually { clock.waiterCount == 1 }
         clock.advance(by: .seconds(1))
-        let response = await task.value
+        let response = await task.childValue
         #expect(response.status == .ok)
         #expect(response.retryCount == 1)
     }
@@ -199,7 +199,7 @@ struct CallTimeLimitTests {
         let task = Task { await TimedEndpoint("https://api.example.com/feed", session: session, timeout: .seconds(5)).response() }
         await eventually { clock.waiterCount == 1 }
         clock.advance(by: .seconds(5))
-        let response = await task.value
+        let response = await task.childValue
         #expect(response.error?.code == .notConnected)
         #expect(stub.requests.count == 1)
     }

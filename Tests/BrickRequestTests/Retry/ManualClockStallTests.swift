@@ -20,6 +20,6 @@ struct ManualClockStallTests {
         #expect(report.contains("nobody advanced it"))
         #expect(report.contains("sleep until +5.0 seconds"))
         clock.advance(by: .seconds(5))
-        #expect(try await call.value == Data("{}".utf8))
+        #expect(try await call.childValue == Data("{}".utf8))
     }
 }

@@ -119,7 +119,7 @@ struct SessionRetryTests {
             await eventually { clock.waiterCount == 1 && stub.requests.count == attempt }
             clock.advance(by: .seconds(1))
         }
-        let response = await task.value
+        let response = await task.childValue
         #expect(response.error?.code == .unacceptableStatusCode)
         #expect(response.retryCount == retries)
         #expect(stub.requests.count == retries + 1)
@@ -136,7 +136,7 @@ struct SessionRetryTests {
         clock.advance(by: .seconds(29))
         #expect(stub.requests.count == 1)
         clock.advance(by: .seconds(1))
-        #expect(await task.value.status == .ok)
+        #expect(await task.childValue.status == .ok)
         #expect(stub.requests.count == 2)
     }
 
@@ -244,7 +244,7 @@ struct SessionRetryTests {
         }
         await eventually { clock.waiterCount == 1 }
         clock.advance(by: .seconds(1))
-        #expect(await task.value.status == .created)
+        #expect(await task.childValue.status == .created)
         let keys = stub.requests.map { $0.head.headerFields[.idempotencyKey] }
         #expect(keys.count == 2)
         #expect(keys[0] != nil && keys[0] == keys[1])
@@ -276,7 +276,7 @@ struct LoopbackRetryTests {
                 await eventually { clock.waiterCount == 1 && server.requests(path: "/orders").count == attempt }
                 clock.advance(by: .seconds(2))
             }
-            let response = await task.value
+            let response = await task.childValue
             #expect(response.data == Data("done".utf8))
             #expect(response.retryCount == 2)
             #expect(server.requests(path: "/orders").count == 3)
@@ -297,7 +297,7 @@ struct LoopbackRetryTests {
             clock.advance(by: .seconds(6))
             #expect(server.requests(path: "/limited").count == 1)
             clock.advance(by: .seconds(1))
-            #expect(await task.value.status == .ok)
+            #expect(await task.childValue.status == .ok)
         }
     }
 
@@ -313,7 +313,7 @@ struct LoopbackRetryTests {
             }
             await eventually { clock.waiterCount == 1 }
             clock.advance(by: .seconds(1))
-            #expect(await get.value.data == Data("second".utf8))
+            #expect(await get.childValue.data == Data("second".utf8))
             #expect(server.requests(path: "/get-me").count == 2)
 
             server.script("/post-me", [.resetBeforeResponse, .ok("second")])
@@ -346,7 +346,7 @@ struct LoopbackRetryTests {
         await eventually { clock.waiterCount == 1 }
         let second = try await BrickTestServer.start(port: port)
         clock.advance(by: .seconds(3))
-        let response = await task.value
+        let response = await task.childValue
         #expect(response.status == .ok)
         #expect(response.retryCount == 1)
         #expect(second.requests(path: "/post").count == 1)

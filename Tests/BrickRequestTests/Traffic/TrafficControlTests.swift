@@ -90,7 +90,7 @@ struct TrafficControlTests {
         }
         #expect(results.count == 199)
         #expect(results.allSatisfy { (try? $0.get()) == Data("fine".utf8) })
-        #expect(try await first.value == Data("fine".utf8))
+        #expect(try await first.childValue == Data("fine".utf8))
         let arrivals = server.requests(path: "/limited").map(\.receivedAt).sorted()
         #expect(arrivals.count == 201)  // the 429, its retry, the 199
         let limited = try #require(arrivals.first)
@@ -299,7 +299,7 @@ struct TrafficControlTests {
         }
         #expect(error?.code == .rateLimited)
         #expect(server.requests(path: "/get").isEmpty)
-        _ = try await slow.value
+        _ = try await slow.childValue
         #expect(strict.trafficState(forHost: "127.0.0.1")?.inFlight == 0)
     }
 
@@ -344,7 +344,7 @@ struct TrafficControlTests {
         await eventually { session.runningRequests == 1 && stub.requests.count == 2 }
         clock.advance(by: .seconds(5))  // the break is over: the next admission is the probe
         reachability.set(.reachable)
-        #expect(try await parked.value == Data("{}".utf8))
+        #expect(try await parked.childValue == Data("{}".utf8))
         #expect(stub.requests.count == 3)
         #expect(session.trafficState(forHost: "api.test")?.circuit == .closed)
     }

@@ -35,7 +35,7 @@ struct BackpressureTests {
             #expect(transport.activeTransferCount == 1)
             counts.state.withLock { $0.pausing = false }
             stream.resumeDelivery()
-            let result = await task.value
+            let result = await task.childValue
             #expect(result.failure == nil, "\(String(describing: result.failure))")
             #expect(counts.state.withLock { $0.bytes } == total)
         }

@@ -109,7 +109,7 @@ struct CurlTaskExecutorTests {
             }
             await eventually { server.requestCount > 0 }
             task.cancel()
-            #expect(await task.value == .cancelled)
+            #expect(await task.childValue == .cancelled)
             #expect(transport.activeTransferCount == 0)
         }
     }

@@ -123,7 +123,7 @@ struct CurlTransportErrorTests {
             let first = Task { await transport.result(dripping) }
             await eventually { !server.requests.isEmpty }
             let queued = await transport.result(try get(server.baseURL + "/get"))
-            let slow = await first.value
+            let slow = await first.childValue
             #expect((try? slow.get())?.body?.count == 10)
             #expect((try? queued.get())?.status == .ok)
             #expect(server.connectionCount == 1)
@@ -193,7 +193,7 @@ struct CurlTransportErrorTests {
             let task = Task { await transport.result(request) }
             await eventually { server.requestCount > 0 }
             task.cancel()
-            let result = await task.value
+            let result = await task.childValue
             #expect(result.failure?.kind == .cancelled)
             #expect(transport.activeTransferCount == 0)
         }

@@ -154,7 +154,7 @@ struct HostileServerTests {
                 }
                 await eventually { clock.waiterCount == 1 }
                 clock.advance(by: .seconds(1))
-                let response = await task.value
+                let response = await task.childValue
                 #expect(response.status == .ok)
                 #expect(response.retryCount == 1)
                 #expect(server.requests(path: "/get").count == 2)

@@ -143,7 +143,7 @@ struct ResumedTaskTests {
                     #expect((try? result.get())?.status == .ok)
                     answered.signal()
                 }
-                let (name, wasAnswered) = try await blocked.value
+                let (name, wasAnswered) = try await blocked.childValue
                 return (name, wasAnswered, transport.stallTakeoverCount - before)
             }
             var caught: (name: String, answered: Bool, takeovers: Int)?
@@ -184,7 +184,7 @@ struct ResumedTaskTests {
             // Let the slow request reach the server, then cancel the task.
             await eventually { server.requests(path: "/stall").count == 1 }
             task.cancel()
-            let error = try await task.value
+            let error = try await task.childValue
             #expect(error?.code == .cancelled)
         }
     }

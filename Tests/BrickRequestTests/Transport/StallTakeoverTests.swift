@@ -156,7 +156,7 @@ struct StallTakeoverTests {
                 #expect((try? result.get())?.status == .ok)
                 answered.signal()
             }
-            #expect(await blocked.value)
+            #expect(await blocked.childValue)
             #expect(transport.stallTakeoverCount == 1)
             // Tasks on the executor keep working after the takeover.
             let status = try await Task(executorPreference: transport.taskExecutor) {
