@@ -2,26 +2,48 @@
 # read what its log says went wrong.
 #
 #   bounded_test LIMIT LOG ARGS…   `swift test ARGS…` (already built: pass --skip-build) for at most
-#                                  LIMIT seconds, its output in LOG. A run still going then gets
-#                                  SIGQUIT (the Swift runtime prints every thread's backtrace into
-#                                  LOG), then SIGKILL 30 s later; the tests still running are named.
-#                                  Returns swift test's status (124 or 131: it ran out of time).
+#                                  LIMIT seconds, its output in LOG. A run still going then has the
+#                                  tests still running named, gets SIGQUIT (the Swift runtime
+#                                  prints every thread's backtrace into LOG), then SIGKILL 30 s
+#                                  later, with every process it started. Returns swift test's
+#                                  status, or 124 when it ran out of time.
 #   failed_suites LOG              the test files (one regex, `A|B`) of the tests that recorded an issue
 #   unfinished_tests LOG           the tests that started and never ended (a wedged run)
 
 bounded_test() {
-    local limit=$1 log=$2 status
+    local limit=$1 log=$2 status started=$SECONDS pid
     shift 2
-    set +e
-    timeout --signal=QUIT --kill-after=30 "$limit" swift test "$@" >"$log" 2>&1
-    status=$?
-    set -e
-    if [ "$status" -eq 124 ] || [ "$status" -eq 131 ] || [ "$status" -eq 137 ]; then
+    # `swift test` runs the tests in a process of its own, in a process group of its own: a
+    # `timeout` on `swift test` would stop swift-test and leave that process running. So the
+    # limit is kept here, and it reaches every process swift test started.
+    swift test "$@" >"$log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - started)) -lt "$limit" ]; do sleep 1; done
+    if kill -0 "$pid" 2>/dev/null; then
         echo "ci: swift test ran out of its ${limit} s; the tests still running:"
         unfinished_tests "$log" | sed 's/^/    /'
-        grep -m1 -A60 -E "^\*\*\* (Program crashed|Signal)|Thread 0 " "$log" || true
+        # Every process below swift test, found before any of them ends (an orphan is reparented
+        # and could not be found again). SIGQUIT first: the Swift runtime writes every thread's
+        # backtrace into the log; SIGKILL for whatever is left 30 s later.
+        local tree waited=0
+        tree=$(process_tree "$pid")
+        kill -QUIT $tree 2>/dev/null || true
+        while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 30 ]; do sleep 1; waited=$((waited + 1)); done
+        kill -KILL $tree $(process_tree "$pid") 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        grep -m1 -A60 -E "^\*\*\* (Program crashed|Signal)|^Thread 0" "$log" || true
+        return 124
     fi
+    status=0
+    wait "$pid" || status=$?
     return "$status"
+}
+
+# Process PID and every process below it, children first.
+process_tree() {
+    local child
+    for child in $(pgrep -P "$1" 2>/dev/null); do process_tree "$child"; done
+    echo "$1"
 }
 
 failed_suites() {
