@@ -42,7 +42,7 @@ run() {
     echo "sanitize: $name: built in $((SECONDS - started)) s"
     status=0
     bounded_test "$limit" "$scratch/sanitize.log" --skip-build --scratch-path "$scratch" "$@" ${filter[@]+"${filter[@]}"} || status=$?
-    grep -E "^(✔|✘) Test run" "$scratch/sanitize.log" || true
+    grep -E "^(✔|✘|━) Test run" "$scratch/sanitize.log" || true
     if [ "$status" -ne 0 ] && ! grep -q -E "WARNING: ThreadSanitizer|ERROR: AddressSanitizer" "$scratch/sanitize.log"; then
         # No sanitizer report, only tests that failed (or a run that ran out of time): under a
         # sanitizer's 5-15x slowdown a time bound can be missed. Their suites (all of them, after a
@@ -60,7 +60,7 @@ run() {
         if [ "$rerun" -eq 1 ]; then
             status=0
             bounded_test "$limit" "$scratch/sanitize-again.log" --skip-build --scratch-path "$scratch" "$@" ${again[@]+"${again[@]}"} || status=$?
-            grep -E "^(✔|✘) Test run" "$scratch/sanitize-again.log" || true
+            grep -E "^(✔|✘|━) Test run" "$scratch/sanitize-again.log" || true
             cat "$scratch/sanitize-again.log" >> "$scratch/sanitize.log"
         fi
     fi
