@@ -383,6 +383,8 @@ final class ManagerCore: Sendable {
     private var isStopped: Bool { state.withLock { $0.stopped } || Task.isCancelled }
 
     private func run() async {
+        // Whether the last lease came back empty while a request was due (see ``IdleWake``).
+        var emptyWithDue = false
         while !isStopped {
             let cap = settings.withLock { $0.cap }
             let free = cap - state.withLock { $0.running.count }
@@ -412,9 +414,16 @@ final class ManagerCore: Sendable {
                         try await cap == 1 ? store.nextHeadDue(queue: queue) : store.nextDue(queue: queue)
                     } ?? nil
                     : nil
-                await sleep(until: next)
+                let wake = IdleWake.decide(due: next, now: now(), emptyBefore: emptyWithDue, storeWakes: store.pollInterval != nil)
+                guard case .sleep(let until) = wake else {
+                    emptyWithDue = true
+                    continue
+                }
+                emptyWithDue = next != nil && until != next
+                await sleep(until: until)
                 continue
             }
+            emptyWithDue = false
             // The cap may have been lowered while the claim was under way (set right after
             // `register`, which starts processing): what is over the cap now goes back at once,
             // unattempted, so that one process's stale cap never breaks the fleet's.

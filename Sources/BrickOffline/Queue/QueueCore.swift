@@ -224,6 +224,8 @@ final class QueueCore: Sendable {
     private var isStopped: Bool { state.withLock { $0.stopped } || Task.isCancelled }
 
     private func run() async {
+        // Whether the last lease came back empty while an entry was due (see ``IdleWake``).
+        var emptyWithDue = false
         while !isStopped {
             if state.withLock({ state in defer { state.ignorePauses = false }; return state.ignorePauses }) {
                 try? await store.clearPauses(queue: name, now: now())
@@ -256,11 +258,18 @@ final class QueueCore: Sendable {
                 // date is published before the sleep: an add that sees it and skips the wake-up
                 // is due no earlier, and one that does not see it wakes the loop (kept if early).
                 let due = try? await store.nextDue(queue: name)
-                state.withLock { $0.plannedWake = due ?? .distantFuture }
-                await sleep(until: due)
+                let wake = IdleWake.decide(due: due, now: now(), emptyBefore: emptyWithDue, storeWakes: store.pollInterval != nil)
+                guard case .sleep(let until) = wake else {
+                    emptyWithDue = true
+                    continue
+                }
+                emptyWithDue = due != nil && until != due
+                state.withLock { $0.plannedWake = until ?? .distantFuture }
+                await sleep(until: until)
                 state.withLock { $0.plannedWake = nil }
                 continue
             }
+            emptyWithDue = false
             for entry in leased { launch(entry) }
         }
     }
