@@ -8,6 +8,7 @@
 #                                  later, with every process it started. Returns swift test's
 #                                  status, or 124 when it ran out of time.
 #   failed_suites LOG              the test files (one regex, `A|B`) of the tests that recorded an issue
+#   crashes LOG                    the lines that say the test process crashed
 #   unfinished_tests LOG           the tests that started and never ended (a wedged run)
 
 bounded_test() {
@@ -16,7 +17,9 @@ bounded_test() {
     # `swift test` runs the tests in a process of its own, in a process group of its own: a
     # `timeout` on `swift test` would stop swift-test and leave that process running. So the
     # limit is kept here, and it reaches every process swift test started.
-    swift test "$@" >"$log" 2>&1 &
+    # In a session of its own: every process it starts — the test process, a crash reporter that
+    # outlives a crashed one and holds swift test's pipe open — can be found and stopped.
+    setsid swift test "$@" >"$log" 2>&1 &
     pid=$!
     while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - started)) -lt "$limit" ]; do sleep 1; done
     if kill -0 "$pid" 2>/dev/null; then
@@ -30,13 +33,24 @@ bounded_test() {
         kill -QUIT $tree 2>/dev/null || true
         while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 30 ]; do sleep 1; waited=$((waited + 1)); done
         kill -KILL $tree $(process_tree "$pid") 2>/dev/null || true
+        pkill -KILL -s "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
         grep -m1 -A60 -E "^\*\*\* (Program crashed|Signal)|^Thread 0" "$log" || true
         return 124
     fi
     status=0
     wait "$pid" || status=$?
+    # Whatever it started and left behind (a hung crash reporter) goes too.
+    pkill -KILL -s "$pid" 2>/dev/null || true
+    crashes "$log" | sed 's/^/ci: CRASH: /'
     return "$status"
+}
+
+# The lines of LOG that say a process crashed (a Swift runtime trap, a signal, a sanitizer's own
+# failure): printed by bounded_test, and a run with one is run again whole, never only its failed
+# suites (the crashed test may not be among them).
+crashes() {
+    grep -E "Fatal error:|^\*\*\* (Program crashed|Signal)|CHECK failed:|ERROR: ThreadSanitizer|^Crash: " "$1" | head -5 || true
 }
 
 # Process PID and every process below it, children first.

@@ -49,8 +49,8 @@ run() {
         # wedge) run once more, alone; a report there still fails.
         local suites rerun=0 again=(${filter[@]+"${filter[@]}"})
         suites=$(failed_suites "$scratch/sanitize.log")
-        if [ "$status" -eq 124 ] || [ "$status" -eq 131 ] || [ "$status" -eq 137 ]; then
-            echo "sanitize: $name: the run ran out of time; running it once more"
+        if [ "$status" -eq 124 ] || [ "$status" -eq 131 ] || [ "$status" -eq 137 ] || [ -n "$(crashes "$scratch/sanitize.log")" ]; then
+            echo "sanitize: $name: the run ran out of time or crashed (above); running it once more"
             rerun=1
         elif [ -n "$suites" ]; then
             echo "sanitize: $name: tests failed without a report; running their suites again alone: $suites"
@@ -75,7 +75,9 @@ run() {
 }
 
 thread() {
-    TSAN_OPTIONS="suppressions=$PWD/.ci/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
+    # No Swift backtracer under TSan: on a crash the two fight (a TSan CHECK failure), and the
+    # backtracer was left hanging with swift test's pipe open. TSan reports on its own.
+    TSAN_OPTIONS="suppressions=$PWD/.ci/tsan.supp halt_on_error=1 second_deadlock_stack=1 handle_sigill=1 handle_abort=1" SWIFT_BACKTRACE=enable=no \
         run ThreadSanitizer .build-tsan --sanitize=thread -Xswiftc -DBRICK_SANITIZER_LOCKS
 }
 
