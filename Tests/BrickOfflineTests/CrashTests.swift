@@ -17,43 +17,74 @@ struct CrashTests {
             .appendingPathComponent("brick-offline-probe").path
     }
 
-    /// A running probe whose output is read line by line.
-    final class Probe: @unchecked Sendable {  // its buffer is touched by one waiting thread at a time
-        let process = Process()
-        let output = Pipe()
-        private var buffer = Data()
+    /// A running probe whose output is read line by line. Spawned with `posix_spawn`
+    /// (``Subprocess``), not Foundation's `Process`, whose `run()` crashed (a bad `memmove`) while
+    /// other tests of the process held many descriptors.
+    final class Probe: Sendable {
+        /// The probe's own process (the shell `exec`s it): what `kill` kills.
+        let pid: pid_t
+        private let received = Received()
+
+        /// What the probe wrote, read by a thread of its own as it comes (a probe never blocks
+        /// on a full pipe).
+        private final class Received: @unchecked Sendable {  // `lock` guards `data`
+            let lock = NSLock()
+            var data = Data()
+            let ended = DispatchSemaphore(value: 0)
+        }
 
         init(_ arguments: [String], environment: [String: String] = [:]) throws {
-            process.executableURL = URL(fileURLWithPath: CrashTests.probePath)
-            process.arguments = arguments
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            var merged = ProcessInfo.processInfo.environment
-            merged.merge(environment) { _, new in new }
-            process.environment = merged
-            try process.run()
+            var descriptors: [Int32] = [0, 0]
+            guard pipe(&descriptors) == 0 else { throw Subprocess.Failure(description: "pipe failed") }
+            let assignments = environment.sorted { $0.key < $1.key }.map { "\($0.key)='\($0.value)' " }.joined()
+            let command = ([CrashTests.probePath] + arguments).map { "'\($0)'" }.joined(separator: " ")
+            do {
+                pid = try Subprocess.spawn("\(assignments.isEmpty ? "" : "export \(assignments); ")exec \(command) 2>/dev/null", stdout: descriptors[1])
+            } catch {
+                close(descriptors[0])
+                close(descriptors[1])
+                throw error
+            }
+            close(descriptors[1])
+            let readEnd = descriptors[0]
+            let received = self.received
+            Thread.detachNewThread {
+                var chunk = [UInt8](repeating: 0, count: 65_536)
+                while true {
+                    let count = read(readEnd, &chunk, chunk.count)
+                    if count <= 0 { break }
+                    received.lock.lock()
+                    received.data.append(contentsOf: chunk[0..<count])
+                    received.lock.unlock()
+                }
+                close(readEnd)
+                received.ended.signal()
+            }
         }
 
         /// Kills the probe with SIGKILL and returns every complete line it wrote.
         func kill() async -> [String] {
-            Glibc.kill(process.processIdentifier, SIGKILL)
+            Glibc.kill(pid, SIGKILL)
             return await wait()
         }
 
         /// Waits for the probe to end (on a thread of its own: the test's threads are the
         /// cooperative pool's, which other tests need meanwhile) and returns its lines.
         func wait() async -> [String] {
-            await withCheckedContinuation { continuation in
+            _ = await Subprocess.exitStatus(of: pid)
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 Thread.detachNewThread {
-                    self.process.waitUntilExit()
-                    continuation.resume(returning: self.lines())
+                    self.received.ended.wait()
+                    continuation.resume()
                 }
             }
+            return lines()
         }
 
         private func lines() -> [String] {
-            buffer.append(output.fileHandleForReading.readDataToEndOfFile())
-            let text = String(decoding: buffer, as: UTF8.self)
+            received.lock.lock()
+            let text = String(decoding: received.data, as: UTF8.self)
+            received.lock.unlock()
             // A line cut off by the kill has no newline: it was not acknowledged in full.
             var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             if !text.hasSuffix("\n") { lines.removeLast() }

@@ -1,5 +1,6 @@
 import BrickOffline
 import BrickRequest
+import BrickTestSupport
 import Foundation
 import Testing
 
@@ -56,12 +57,9 @@ struct DiskFullTests {
         }
     }
 
+    /// Runs `command` with `/bin/sh` and returns its exit status (through ``Subprocess``: Foundation's
+    /// `Process.run()` crashed — a bad `memmove` — while other tests held many descriptors).
     static func shell(_ command: String) throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        try process.run()
-        process.waitUntilExit()
-        return process.terminationStatus
+        Subprocess.wait(try Subprocess.spawn(command))
     }
 }

@@ -8,6 +8,7 @@ import Foundation
 package enum Subprocess {
     package struct Failure: Error, CustomStringConvertible {
         package var description: String
+        package init(description: String) { self.description = description }
     }
 
     /// glibc ≥ 2.34's `posix_spawn_file_actions_addclosefrom_np`, which the Swift overlay does not
