@@ -26,29 +26,14 @@ struct FixtureCleanupTests {
                 .flatMap { Int($0.dropFirst("PGPORT=".count)) },
             "the fixture did not start: \(output)"
         )
-        #expect(Self.accepts(port), "the server is up before the kill")
+        #expect(canConnect(port), "the server is up before the kill")
         #expect(FileManager.default.fileExists(atPath: directory + "/data"))
 
         kill(owner, SIGKILL)
         // Not reaped until the end: `kill -0` would still find the zombie; the watchdog must not.
         await eventually(within: .seconds(60)) { !FileManager.default.fileExists(atPath: directory) }
         #expect(!FileManager.default.fileExists(atPath: directory), "the data directory outlived its owner")
-        #expect(!Self.accepts(port), "the server outlived its owner")
+        #expect(!canConnect(port), "the server outlived its owner")
         #expect(await Subprocess.exitStatus(of: owner) == 128 + SIGKILL)
-    }
-
-    /// Whether something accepts TCP connections on 127.0.0.1:`port`.
-    static func accepts(_ port: Int) -> Bool {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
     }
 }

@@ -129,7 +129,7 @@ final class NginxFixture: Sendable {
         // The write end stays open for the life of this process; when it dies, the watchdog's read ends.
         Self.lifelines.withLock { $0.append(lifeline[1]) }
         for _ in 0..<100 {
-            if Self.canConnect(httpsPort) && Self.canConnect(mutualTLSPort) && Self.canConnect(httpPort) { return }
+            if canConnect(httpsPort) && canConnect(mutualTLSPort) && canConnect(httpPort) { return }
             usleep(50_000)
         }
         let log = (try? String(contentsOfFile: d + "/error.log", encoding: .utf8)) ?? ""
@@ -168,18 +168,5 @@ final class NginxFixture: Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
         return Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    static func canConnect(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) }
-        } == 0
     }
 }

@@ -1,4 +1,5 @@
 import BrickRequest
+import BrickTestSupport
 import Foundation
 import Glibc
 import Synchronization
@@ -63,7 +64,7 @@ final class TLSFaultPeers: Sendable {
         }
         servers = started
         let deadline = Date().addingTimeInterval(10)
-        while ![expiredPort, wrongHostPort, tls10Port, tls11Port].allSatisfy(NginxFixture.canConnect) {
+        while ![expiredPort, wrongHostPort, tls10Port, tls11Port].allSatisfy(canConnect) {
             guard Date() < deadline else { throw NginxFixture.FixtureError(message: "openssl s_server did not start") }
             usleep(20_000)
         }

@@ -1,4 +1,5 @@
 import BrickRequest
+import BrickTestSupport
 import BrickTestServer
 import Foundation
 import Synchronization
@@ -93,15 +94,7 @@ final class Delivered<Value: Sendable>: Sendable {
     var all: [Value] { values.withLock { $0 } }
 
     func first(timeout: Duration = .seconds(30)) async throws -> Value {
-        // As `eventually`: time in which this task could not run does not count.
-        var deadline = ContinuousClock.now + timeout
-        while true {
-            if let value = values.withLock({ $0.first }) { return value }
-            if ContinuousClock.now > deadline { throw CancellationError() }
-            let asked = ContinuousClock.now
-            try await Task.sleep(for: .milliseconds(1))
-            let late = ContinuousClock.now - asked - .milliseconds(1)
-            if late > .milliseconds(100) { deadline += late }
-        }
+        guard let value = await poll(within: timeout, { values.withLock { $0.first } }) else { throw CancellationError() }
+        return value
     }
 }
