@@ -4,7 +4,8 @@ public import ServiceLifecycle
 /// Runs an ``BrickOffline/OfflineRequestManager`` as a `Service` of swift-service-lifecycle: it
 /// starts submitting when run; on graceful shutdown (SIGTERM through a `ServiceGroup`) it stops
 /// taking requests, lets the attempts under way end for up to `gracePeriod` and store their
-/// outcomes, and returns (``BrickOffline/OfflineRequestManager/stop(gracePeriod:)``). Cancelled
+/// outcomes, cancels and hands back those still running, and returns
+/// (``BrickOffline/OfflineRequestManager/stop(gracePeriod:)``). Cancelled
 /// instead, it returns at once; what was running is attempted again by the next manager on the
 /// store. Nothing stored is lost either way.
 ///

@@ -47,7 +47,7 @@ struct LifecycleServiceTests {
         }
     }
 
-    @Test("manager: a grace period that ends with an attempt still running returns then; the request stays stored")
+    @Test("manager: a grace period that ends with an attempt still running cancels it and hands its request back: stored, unleased, no attempt counted")
     func managerDeadline() async throws {
         try await withServer { server in
             try await withDirectory { directory in
@@ -57,10 +57,46 @@ struct LifecycleServiceTests {
                 await eventually { server.requests(path: "/delay/5").count == 1 }
                 await manager.stop(gracePeriod: .milliseconds(100))
                 // Returned at the deadline, before the 5 s attempt ended: its request is still
-                // stored (an attempt that ended would have removed it).
-                #expect(await manager.totalRequestCount == 1)
+                // stored (an attempt that ended would have removed it), handed back: no lease held
+                // (the store's lease lasts 300 s), no attempt counted.
+                let entries = try await store.list(queue: "deadline")
+                let entry = try #require(entries.first)
+                #expect(entries.count == 1)
+                #expect(entry.lease == nil)
+                #expect(entry.attempts == 0)
                 // With no grace at all (a cancelled service), too.
                 await manager.stop(gracePeriod: .zero)
+                // The next manager on the store takes it at once.
+                let next = OfflineRequestManager(name: "deadline", store: store, session: session())
+                next.attemptSubmission()
+                await eventually { server.requests(path: "/delay/5").count == 2 }
+                next.close()
+            }
+        }
+    }
+
+    @Test("queue: a grace period that ends with an attempt still running cancels it and hands its entry back: stored, unleased, no attempt counted")
+    func queueDeadline() async throws {
+        try await withServer { server in
+            try await withDirectory { directory in
+                let store = try SQLiteOfflineStore(name: "deadline", directory: directory)
+                let queue = PersistentRequestQueue(name: "deadline", store: store, session: session())
+                try await queue.add(RecordSale(server.baseURL + "/delay/5", amount: 1))
+                await eventually { server.requests(path: "/delay/5").count == 1 }
+                await queue.stopProcessing(gracePeriod: .milliseconds(100))
+                // Before this was tested, the hand-back ran in the cancelled attempt's task, the
+                // store refused it (CancellationError), and the entry stayed leased for 300 s.
+                let entries = try await store.list(queue: "deadline")
+                let entry = try #require(entries.first)
+                #expect(entries.count == 1)
+                #expect(entry.lease == nil)
+                #expect(entry.attempts == 0)
+                // The next queue on the store takes it at once.
+                await queue.close(gracePeriod: .zero)
+                let next = PersistentRequestQueue(name: "deadline", store: store, session: session())
+                next.startProcessing()
+                await eventually { server.requests(path: "/delay/5").count == 2 }
+                await next.close(gracePeriod: .zero)
             }
         }
     }

@@ -222,12 +222,14 @@ public final class OfflineRequestManager: Sendable {
         core.close()
     }
 
-    /// Shuts down gracefully: closes (no request is taken any more, see ``close()``), then waits up
-    /// to `gracePeriod` for the attempts under way to end and their outcomes to be stored.
-    /// Attempts still running at the deadline are left to end on their own; their requests stay
-    /// stored and are attempted again by the next manager on the store if they never finish
-    /// (delivery is at least once, never lost). `BrickLifecycle`'s `OfflineRequestManagerService`
-    /// calls this at a `ServiceGroup`'s graceful shutdown.
+    /// Shuts down gracefully, as ``PersistentRequestQueue/stopProcessing(gracePeriod:)`` stops a
+    /// queue: no request is taken any more (new ones are refused); the attempts under way may end
+    /// for up to `gracePeriod`, and their outcomes are stored and their events emitted; those still
+    /// running then are cancelled (the `Task` running ``OfflineRequest/perform(_:)``) and handed
+    /// back — lease released, no attempt counted — so that the next manager on the store takes
+    /// them at once (delivery is at least once, never lost). Returns when no attempt runs, then
+    /// ends the ``events`` streams as ``close()`` does. `BrickLifecycle`'s
+    /// `OfflineRequestManagerService` calls this at a `ServiceGroup`'s graceful shutdown.
     ///
     /// - Parameter gracePeriod: How long attempts under way may take to end. Default 10 s.
     public func stop(gracePeriod: Duration = .seconds(10)) async {

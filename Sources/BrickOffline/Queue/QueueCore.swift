@@ -1,38 +1,24 @@
-// Over 450 lines: the queue's loop, stop and attempt in one type until the shared delivery loop (issue 41, part 1) takes the loop out.
 import BrickRequest
 import Synchronization
 import Foundation
 import HTTPTypes
 import Logging
 
-/// The engine of a ``PersistentRequestQueue``: one processing task (started on demand, stopped
-/// with the queue), its wake-ups, and the subscribers. Owns no reference to the public queue, so
-/// dropping the queue stops the task.
+/// The engine of a ``PersistentRequestQueue``: adds, its ``DeliveryLoop`` (started on demand,
+/// stopped with the queue) with the queue's policy (`QueueCore+Delivery.swift`), the counts and
+/// the events. Owns no reference to the public queue, so dropping the queue stops the loop.
 final class QueueCore: Sendable {
     typealias Completion = @Sendable (Result<TransportResponse, BrickError>) -> Void
 
-    /// An attempt running in this process.
-    private struct Running {
-        /// The lease it holds now (a newer one is adopted if its entry is leased again here).
-        var lease: UUID
-        /// The task sending it, once started.
-        var task: Task<Void, Never>?
-        /// Set when a graceful stop hands the entry back: its outcome is not recorded.
-        var handingBack = false
-    }
-
-    private struct State {
-        /// The processing loop and its wake-up sources (reachability, the store's wake-ups and polls).
-        var loopTasks: [Task<Void, Never>] = []
+    struct State {
+        /// Paused entries are made due before the next lease (a reachability change, `startProcessing`).
         var ignorePauses = false
+        /// Shut down: every waiter and stream has ended.
         var stopped = false
         /// Outcomes whose store writes and events are under way.
         var settling = 0
         /// Closed by ``close(gracePeriod:)``: no more entries are taken.
         var closed = false
-        var running: [OfflineEntry.ID: Running] = [:]
-        /// Callers of `stopProcessing` waiting for the running attempts to end.
-        var idleWaiters: [CheckedContinuation<Void, Never>] = []
         var completions: [OfflineEntry.ID: Completion] = [:]
         var emptyWaiters: [CheckedContinuation<Void, Never>] = []
         var countSubscribers: [UUID: AsyncStream<Int>.Continuation] = [:]
@@ -52,11 +38,11 @@ final class QueueCore: Sendable {
     /// How long an attempt holds its entry before another worker may take it (extended while it runs).
     var leaseDuration: Duration { store.leaseDuration }
     /// The loop's clock: the session's, so a `ManualClock` drives pauses in tests.
-    private let time: LoopTime
-    private let state = Lock(State())
-    private let signal = LoopSignal()
+    let time: LoopTime
+    let state = Lock(State())
+    let loop: DeliveryLoop
     /// How many times the loop went idle (``LoopSignal/idleCount``): a barrier for tests.
-    var idleCount: Int { signal.idleCount }
+    var idleCount: Int { loop.idleCount }
     private let events = EventBroadcaster<OfflineQueueEvent>()
 
     init(
@@ -77,6 +63,7 @@ final class QueueCore: Sendable {
         self.sensitiveHeaders = sensitiveHeaders.union(session.configuration.sensitiveHeaders)
         self.cap = max(1, cap)
         self.time = LoopTime(clock: session.clock)
+        self.loop = DeliveryLoop(session: session)
     }
 
     func now() -> Date { time.now() }
@@ -137,44 +124,26 @@ final class QueueCore: Sendable {
         return id
     }
 
-    // MARK: - The processing task
+    // MARK: - The delivery loop
 
     func start(ignoringPauses: Bool) {
-        let startLoop = state.withLock { state -> Bool in
-            guard !state.stopped else { return false }
-            if ignoringPauses { state.ignorePauses = true }
-            return state.loopTasks.isEmpty
+        let stopped = state.withLock { state -> Bool in
+            if ignoringPauses && !state.stopped { state.ignorePauses = true }
+            return state.stopped
         }
-        signal.wake()
-        guard startLoop else { return }
-        let tasks =
-            [Task { [self] in await self.run() }, Task { [self] in await self.watchReachability() }]
-            + StoreWakeUps.start(store: store, queue: name, signal: signal)
-        state.withLock { state in
-            if state.loopTasks.isEmpty && !state.stopped {
-                state.loopTasks = tasks
-            } else {
-                tasks.forEach { $0.cancel() }
-            }
-        }
+        if !stopped { loop.start(self) }
     }
 
     func shutdown() {
-        let (tasks, waiters, counts) = state.withLock { state in
+        let (waiters, counts) = state.withLock { state in
             state.stopped = true
             defer {
                 state.emptyWaiters = []
                 state.countSubscribers = [:]
-                state.loopTasks = []
             }
-            return (
-                state.loopTasks + state.running.values.compactMap(\.task),
-                state.emptyWaiters + state.idleWaiters,
-                Array(state.countSubscribers.values)
-            )
+            return (state.emptyWaiters, Array(state.countSubscribers.values))
         }
-        tasks.forEach { $0.cancel() }
-        signal.stop()
+        loop.close(cancellingAttempts: true)
         waiters.forEach { $0.resume() }
         counts.forEach { $0.finish() }
         events.finish()
@@ -188,331 +157,12 @@ final class QueueCore: Sendable {
         shutdown()
     }
 
-    /// Stops taking entries; lets the running attempts finish for up to `gracePeriod` (real time),
-    /// then cancels the rest and hands their entries back (lease released, no attempt counted).
-    /// Returns once no attempt runs. `start` takes entries again.
+    /// Stops taking entries, as ``DeliveryLoop/StateMachine`` documents: the attempts under way
+    /// have `gracePeriod` (real time) to end, the rest are cancelled and handed back. Returns once
+    /// no attempt runs. `start` takes entries again.
     func stopProcessing(gracePeriod: Duration) async {
-        let loopTasks = state.withLock { state in
-            defer { state.loopTasks = [] }
-            return state.loopTasks
-        }
-        loopTasks.forEach { $0.cancel() }
-        signal.wake()
-        let deadline = Task {
-            try? await Task.sleep(for: gracePeriod)
-            if Task.isCancelled { return }
-            let late = self.state.withLock { state in
-                state.running.keys.compactMap { id -> Task<Void, Never>? in
-                    state.running[id]?.handingBack = true
-                    return state.running[id]?.task
-                }
-            }
-            late.forEach { $0.cancel() }
-        }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let idle = state.withLock { state -> Bool in
-                if state.running.isEmpty { return true }
-                state.idleWaiters.append(continuation)
-                return false
-            }
-            if idle { continuation.resume() }
-        }
-        deadline.cancel()
+        await loop.stop(gracePeriod: gracePeriod)
         await publishCount()
-    }
-
-    private var isStopped: Bool { state.withLock { $0.stopped } || Task.isCancelled }
-
-    private func run() async {
-        // Whether the last lease came back empty while an entry was due (see ``IdleWake``).
-        var emptyWithDue = false
-        while !isStopped {
-            if state.withLock({ state in defer { state.ignorePauses = false }; return state.ignorePauses }) {
-                try? await store.clearPauses(queue: name, now: now())
-            }
-            let free = cap - state.withLock { $0.running.count }
-            if free <= 0 {
-                // Woken when an attempt ends.
-                await sleep(until: nil)
-                continue
-            }
-            let leased: [OfflineEntry]
-            do {
-                leased = try await store.lease(queue: name, limit: free, cap: cap, now: now(), for: leaseDuration)
-            } catch {
-                if isStopped { return }
-                report(storeFailure: error)
-                await sleep(until: now().addingTimeInterval(retryInterval.seconds))
-                continue
-            }
-            if isStopped {
-                // Stopped while leasing: hand the entries straight back.
-                for entry in leased { await handBack(entry.id, lease: entry.lease?.token) }
-                return
-            }
-            if leased.isEmpty {
-                // With attempts running, each publishes the count once it has emitted its event: a
-                // count published here could reach 0 between an attempt's removal and its event.
-                if state.withLock({ $0.running.isEmpty }) { await publishCount() }
-                // Nothing due: wait for the earliest pause or schedule to end, or to be woken. The
-                // date is published before the sleep: an add that sees it and skips the wake-up
-                // is due no earlier, and one that does not see it wakes the loop (kept if early).
-                let due = try? await store.nextDue(queue: name)
-                let wake = IdleWake.decide(due: due, now: now(), emptyBefore: emptyWithDue, storeWakes: store.pollInterval != nil)
-                guard case .sleep(let until) = wake else {
-                    emptyWithDue = true
-                    continue
-                }
-                emptyWithDue = due != nil && until != due
-                state.withLock { $0.plannedWake = until ?? .distantFuture }
-                await sleep(until: until)
-                state.withLock { $0.plannedWake = nil }
-                continue
-            }
-            emptyWithDue = false
-            for entry in leased { launch(entry) }
-        }
-    }
-
-    /// Starts an attempt of a leased entry, unless this process is attempting it already (its
-    /// lease lapsed and was renewed here): that attempt then adopts the new lease.
-    private func launch(_ entry: OfflineEntry) {
-        guard let lease = entry.lease?.token else { return }
-        let isNew = state.withLock { state -> Bool in
-            if state.running[entry.id] != nil {
-                state.running[entry.id]?.lease = lease
-                return false
-            }
-            state.running[entry.id] = Running(lease: lease)
-            return true
-        }
-        guard isNew else { return }
-        let task = Task { [self] in
-            await attempt(entry)
-            let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-                state.running[entry.id] = nil
-                guard state.running.isEmpty else { return [] }
-                defer { state.idleWaiters = [] }
-                return state.idleWaiters
-            }
-            signal.wake()
-            waiters.forEach { $0.resume() }
-        }
-        state.withLock { state in
-            if state.running[entry.id] != nil { state.running[entry.id]?.task = task }
-        }
-    }
-
-    /// The lease the attempt of `id` holds now.
-    private func currentLease(_ id: OfflineEntry.ID) -> UUID? {
-        state.withLock { $0.running[id]?.lease }
-    }
-
-    /// Releases an entry's lease without recording an attempt, so that another worker takes it now.
-    private func handBack(_ id: OfflineEntry.ID, lease: UUID?) async {
-        guard let lease else { return }
-        let now = self.now()
-        do {
-            let held = try await store.reschedule(
-                id,
-                lease: lease,
-                notBefore: now,
-                attempt: OfflineEntry.AttemptRecord(date: now, status: nil, error: "handed back when processing stopped"),
-                countsAttempt: false
-            )
-            if !held { report(leaseLost: id) }
-        } catch {
-            report(storeFailure: error)
-        }
-    }
-
-    /// Waits for a wake-up (an add, `startProcessing`, a reachability change) or until `date`.
-    private func sleep(until date: Date?) async {
-        await signal.sleep(until: date, time: time)
-    }
-
-    /// When reachability changes, paused entries are looked at at once, not at the end of their pause.
-    private func watchReachability() async {
-        for await _ in session.reachability.changes() {
-            if isStopped { return }
-            state.withLock { $0.ignorePauses = true }
-            signal.wake()
-        }
-    }
-
-    // MARK: - One attempt
-
-    private func attempt(_ entry: OfflineEntry) async {
-        guard entry.lease?.token != nil else { return }
-        let started = now()
-        if DeliveryDecision.isExpired(entry, now: started) {
-            await apply(.deadLetter(reason: "expired before it could be delivered", countsAttempt: false), to: entry, attempt: nil, response: nil)
-            return
-        }
-        let stored: StoredRequest
-        do {
-            stored = try StoredRequest.decoded(entry.payload)
-        } catch {
-            await apply(.deadLetter(reason: "the stored request cannot be read: \(error)", countsAttempt: false), to: entry, attempt: nil, response: nil)
-            return
-        }
-        // Keep the lease while the request runs, so that it is never leased again under it.
-        let keeper = LeaseKeeper.keep(
-            entry.id,
-            token: { [weak self] in self?.currentLease(entry.id) },
-            store: store,
-            duration: leaseDuration,
-            report: { [weak self] (description: String) in self?.report(storeFailure: description) }
-        )
-        let (outcome, response) = await send(stored, idempotencyKey: entry.idempotencyKey, attemptsBefore: entry.attempts)
-        keeper.cancel()
-        if state.withLock({ $0.running[entry.id]?.handingBack ?? false }) {
-            await handBack(entry.id, lease: currentLease(entry.id))
-            return
-        }
-        let finished = now()
-        let record = OfflineEntry.AttemptRecord(
-            date: finished,
-            status: response.map { $0.status.code },
-            error: {
-                switch outcome {
-                case .status(let code): return (200..<300).contains(code) ? nil : "status \(code)"
-                case .transport(let kind): return "transport failure: \(kind)"
-                case .unreadable(let why), .authentication(let why), .heldBack(_, let why): return why
-                }
-            }()
-        )
-        let decision = DeliveryDecision.decide(
-            outcome,
-            attemptsBefore: entry.attempts,
-            maxAttempts: entry.maxAttempts,
-            expiresAt: entry.expiresAt,
-            now: finished,
-            retryInterval: retryInterval
-        )
-        await apply(decision, to: entry, attempt: record, response: response)
-    }
-
-    /// Sends the stored request once, signed; on a `401` with an authenticator, refreshes and
-    /// sends once more.
-    private func send(
-        _ stored: StoredRequest,
-        idempotencyKey: String,
-        attemptsBefore: Int
-    ) async -> (AttemptOutcome, TransportResponse?) {
-        var replayed = false
-        while true {
-            var generation = 0
-            var credential: [String: String] = [:]
-            if let authenticator {
-                do {
-                    (credential, generation) = try await authenticator.credential()
-                } catch {
-                    return (.authentication("\(error)"), nil)
-                }
-            }
-            var request: TransportRequest
-            do {
-                request = try stored.transportRequest(idempotencyKey: idempotencyKey, credential: credential)
-            } catch {
-                return (.unreadable("\(error)"), nil)
-            }
-            // The status decides the delivery; the body is kept only while it fits the limit, so a
-            // 2xx with a body too large for it is still a delivery (never sent again).
-            let capture = ResponseCapture(limit: request.options.maxResponseSize ?? ResponseCapture.defaultLimit)
-            request.options.destination = .stream(capture.stream)
-            // The capture enforces the endpoint's limit itself; the transport's would fail the attempt.
-            request.options.maxResponseSize = nil
-            do {
-                // Through the session's traffic policy: a host paused by a 429 is not sent to.
-                let response = capture.response(from: try await session.sendThroughTrafficControl(request, attemptsBefore: attemptsBefore))
-                if response.status.code == 401, let authenticator, !replayed {
-                    replayed = true
-                    do {
-                        try await authenticator.refresh(after: generation)
-                    } catch {
-                        return (.authentication("the credential could not be refreshed: \(error)"), response)
-                    }
-                    continue
-                }
-                return (.status(response.status.code), response)
-            } catch {
-                // Stopped by the capture once the body outgrew the limit: the status stands.
-                if let response = capture.responseWithoutBody(after: error) {
-                    return (.status(response.status.code), response)
-                }
-                if NetworkFailure.of(error.kind) == .heldBack {
-                    return (.heldBack(until: session.heldBackDate(for: error, now: now()), reason: error.message), nil)
-                }
-                return (.transport(error.kind), nil)
-            }
-        }
-    }
-
-    private func apply(
-        _ decision: DeliveryDecision,
-        to entry: OfflineEntry,
-        attempt: OfflineEntry.AttemptRecord?,
-        response: TransportResponse?
-    ) async {
-        guard let lease = currentLease(entry.id) ?? entry.lease?.token else { return }
-        // Until its event is out, an outcome is not settled: `waitUntilEmpty` must not return
-        // between the store's write and the event (a subscriber would miss it after `close`).
-        state.withLock { $0.settling += 1 }
-        do {
-            switch decision {
-            case .delivered:
-                if try await !store.complete(entry.id, lease: lease) { report(leaseLost: entry.id) }
-                // The server answers again: every paused entry is due now, not at the end of its pause.
-                try await store.clearPauses(queue: name, now: now())
-                emit(.delivered(entry.id, status: response?.status.code ?? 200))
-                if let response { finish(entry.id, .success(response)) }
-            case .retry(let notBefore, let countsAttempt, let reason):
-                let held = try await store.reschedule(
-                    entry.id,
-                    lease: lease,
-                    notBefore: notBefore,
-                    attempt: attempt ?? OfflineEntry.AttemptRecord(date: now(), status: nil, error: reason),
-                    countsAttempt: countsAttempt
-                )
-                if !held { report(leaseLost: entry.id) }
-                emit(.paused(entry.id, until: notBefore, reason: reason))
-            case .deadLetter(let reason, let countsAttempt):
-                if try await !store.bury(entry.id, lease: lease, reason: reason, attempt: attempt, countsAttempt: countsAttempt) {
-                    report(leaseLost: entry.id)
-                }
-                emit(.deadLettered(entry.id, reason: reason))
-                session.logger.warning(
-                    "offline entry set aside",
-                    metadata: ["brick.queue": "\(name)", "brick.entry.id": "\(entry.id)", "brick.reason": "\(reason)"]
-                )
-                finish(entry.id, .failure(BrickError(.storage, message: "set aside as a dead letter: \(reason)")))
-            }
-        } catch {
-            report(storeFailure: error)
-        }
-        state.withLock { $0.settling -= 1 }
-        await publishCount()
-    }
-
-    private func finish(_ id: OfflineEntry.ID, _ result: Result<TransportResponse, BrickError>) {
-        let completion = state.withLock { $0.completions.removeValue(forKey: id) }
-        completion?(result)
-    }
-
-    private func report(storeFailure error: any Error) {
-        report(storeFailure: "\(error)")
-    }
-
-    private func report(storeFailure description: String) {
-        session.logger.warning("offline store failed", metadata: ["brick.queue": "\(name)", "error.message": "\(description)"])
-        emit(.storeFailed(description))
-    }
-
-    /// The store refused a write because this attempt's lease was no longer held (it lapsed and the
-    /// entry was leased again): what this attempt learned is not recorded; the holder's attempt is.
-    private func report(leaseLost id: OfflineEntry.ID) {
-        report(storeFailure: "the lease of \(id) was lost before its attempt ended; its outcome was not recorded")
     }
 
     // MARK: - Counts and events
@@ -522,7 +172,7 @@ final class QueueCore: Sendable {
     }
 
     /// Whether anyone listens to the count (a subscriber, or a caller waiting for it to reach 0).
-    private var isWatched: Bool {
+    var isWatched: Bool {
         state.withLock { !$0.countSubscribers.isEmpty || !$0.emptyWaiters.isEmpty }
     }
 
@@ -542,7 +192,7 @@ final class QueueCore: Sendable {
     }
 
     func waitUntilEmpty() async {
-        while !isStopped {
+        while !state.withLock({ $0.stopped }) && !Task.isCancelled {
             // Registered first, then counted: a delivery between the two cannot be missed.
             await withTaskCancellationHandler {
                 await withCheckedContinuation { continuation in

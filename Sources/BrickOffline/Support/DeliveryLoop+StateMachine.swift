@@ -1,0 +1,180 @@
+import Foundation
+
+extension DeliveryLoop {
+    /// The decisions of a delivery loop, without I/O: which entries it leases, launches and hands
+    /// back, when it sleeps, how it stops. ``DeliveryLoop`` feeds it events (a turn of the loop, a
+    /// lease's result, an attempt's end, a stop and its grace period) and performs the actions it
+    /// returns; `DeliveryLoopStateMachineTests` checks it as a table.
+    ///
+    /// ## Stopping (the one semantic of the queue and the manager)
+    /// A stop takes nothing new at once (a lease under way hands its entries straight back). The
+    /// attempts under way have the grace period to end; their outcomes are recorded. Those still
+    /// running then are cancelled and handed back — lease released, no attempt counted, due at once
+    /// for another worker — and their outcomes are not recorded. The stop returns once no attempt
+    /// runs. A stopped loop starts again when asked; a closed one never does.
+    package struct StateMachine: Sendable {
+        package enum Phase: Equatable, Sendable {
+            /// Not started, or stopped: ``startRequested()`` starts it.
+            case idle
+            /// Leasing and launching.
+            case running
+            /// A stop is under way: nothing new is taken; the attempts under way end.
+            case stopping(graceOver: Bool)
+            /// For ever.
+            case closed
+        }
+
+        /// An attempt this process runs.
+        package struct Attempt: Equatable, Sendable {
+            /// The lease it holds now: a newer one is adopted if its entry is leased again here.
+            package var lease: UUID
+            /// Set when a stop's grace period ended with it running: handed back, not recorded.
+            package var handingBack = false
+        }
+
+        /// What to do when asked to start.
+        package enum Start: Equatable, Sendable {
+            /// Start the loop's task (and its wake-up sources).
+            case startLoop
+            /// It runs already: wake it.
+            case wake
+            /// Stopping or closed: nothing.
+            case ignore
+        }
+
+        /// What the loop does next, at the top of a turn.
+        package enum Turn: Equatable, Sendable {
+            /// Lease up to this many entries.
+            case lease(limit: Int)
+            /// Every place is taken: sleep until an attempt ends (or another wake-up).
+            case sleepUntilWoken
+            /// Stopped: the loop's task ends.
+            case exit
+        }
+
+        /// What to do with the entries a lease returned.
+        package struct Leased: Equatable, Sendable {
+            /// Start an attempt of each.
+            package var launch: [OfflineEntry.ID] = []
+            /// Give back unattempted (stopped meanwhile, or over a cap lowered meanwhile).
+            package var handBack: [OfflineEntry.ID] = []
+
+            package init(launch: [OfflineEntry.ID] = [], handBack: [OfflineEntry.ID] = []) {
+                self.launch = launch
+                self.handBack = handBack
+            }
+        }
+
+        /// What the loop does after a lease that returned nothing (see ``IdleWake``).
+        package typealias Idle = IdleWake
+
+        package private(set) var phase: Phase = .idle
+        package private(set) var running: [OfflineEntry.ID: Attempt] = [:]
+        /// Whether the last lease came back empty while an entry was due.
+        private var emptyWithDue = false
+
+        package init() {}
+
+        /// The lease an attempt holds now, while it runs.
+        package func lease(of id: OfflineEntry.ID) -> UUID? { running[id]?.lease }
+
+        /// Whether an attempt is to be handed back when it ends, not recorded.
+        package func isHandingBack(_ id: OfflineEntry.ID) -> Bool { running[id]?.handingBack ?? false }
+
+        /// Asked to take entries (an add, `startProcessing`, a registration).
+        package mutating func startRequested() -> Start {
+            switch phase {
+            case .idle:
+                phase = .running
+                emptyWithDue = false
+                return .startLoop
+            case .running: return .wake
+            case .stopping, .closed: return .ignore
+            }
+        }
+
+        /// The top of a turn of the loop, with the cap as it is now.
+        package func turn(cap: Int) -> Turn {
+            guard phase == .running else { return .exit }
+            let free = max(1, cap) - running.count
+            return free > 0 ? .lease(limit: free) : .sleepUntilWoken
+        }
+
+        /// A lease returned entries (`id`, `lease`). Those already running here adopt the new lease;
+        /// the rest are launched while there is room under `cap`, the others handed back. After a
+        /// stop began, every entry is handed back.
+        package mutating func leased(_ entries: [(id: OfflineEntry.ID, lease: UUID)], cap: Int) -> Leased {
+            var result = Leased()
+            for (id, lease) in entries {
+                if running[id] != nil {
+                    // Its lease lapsed and was renewed here: never a second attempt.
+                    running[id]?.lease = lease
+                } else if phase == .running && running.count < max(1, cap) {
+                    running[id] = Attempt(lease: lease)
+                    result.launch.append(id)
+                } else {
+                    result.handBack.append(id)
+                }
+            }
+            if !entries.isEmpty { emptyWithDue = false }
+            return result
+        }
+
+        /// A lease returned nothing; `due` is when the store's next entry is due (`nil`: none).
+        package mutating func leasedNothing(due: Date?, now: Date, storeWakes: Bool) -> Idle {
+            guard phase == .running else { return .sleep(until: nil) }
+            let decision = IdleWake.decide(due: due, now: now, emptyBefore: emptyWithDue, storeWakes: storeWakes)
+            switch decision {
+            case .leaseAgain: emptyWithDue = true
+            case .sleep(let until): emptyWithDue = due != nil && until != due
+            }
+            return decision
+        }
+
+        /// An attempt's task ended (recorded, or handed back). Returns whether a stop waiting for
+        /// the attempts under way may return now.
+        package mutating func attemptEnded(_ id: OfflineEntry.ID) -> Bool {
+            running[id] = nil
+            return isDrained
+        }
+
+        /// A stop begins. Returns whether it may return at once (nothing runs).
+        package mutating func stopRequested() -> Bool {
+            if phase != .closed { phase = .stopping(graceOver: false) }
+            return isDrained
+        }
+
+        /// The stop's grace period ended: the attempts still running, to cancel (each marked to be
+        /// handed back when it ends).
+        package mutating func graceExpired() -> [OfflineEntry.ID] {
+            guard case .stopping(graceOver: false) = phase else { return [] }
+            phase = .stopping(graceOver: true)
+            for id in running.keys { running[id]?.handingBack = true }
+            return Array(running.keys)
+        }
+
+        /// The stop returned: the loop is idle, and starts again when asked (unless closed).
+        package mutating func stopEnded() {
+            if case .stopping = phase { phase = .idle }
+        }
+
+        /// Closed for ever: nothing starts again. The attempts under way still end here.
+        package mutating func closed() {
+            phase = .closed
+        }
+
+        /// Every attempt is forgotten (the manager's `clearAllRequests`): returns them, to cancel;
+        /// their outcomes are ignored by their owner and their ends change nothing here.
+        package mutating func abandonAll() -> [OfflineEntry.ID] {
+            defer { running = [:] }
+            return Array(running.keys)
+        }
+
+        private var isDrained: Bool {
+            switch phase {
+            case .stopping, .closed: return running.isEmpty
+            case .idle, .running: return false
+            }
+        }
+    }
+}
