@@ -13,9 +13,20 @@ struct DeliveryLoopStateMachineTests {
     static let leases = (0..<10).map { UUID(uuidString: String(format: "10000000-0000-0000-0000-%012d", $0))! }
     static let renewed = UUID(uuidString: "20000000-0000-0000-0000-000000000000")!
 
+    static func lease(_ limit: Int, headOfLine: Bool = false, clearingPauses: Bool = false) -> Machine.Turn {
+        .lease(Machine.Lease(limit: limit, headOfLine: headOfLine, clearingPauses: clearingPauses))
+    }
+
     /// One event and what the machine answers (or, for a check, what it holds).
     enum Step: Sendable {
         case start(Machine.Start)
+        case startClearingPauses(Machine.Start)
+        case reachabilityChanged(wake: Bool)
+        /// The loop sleeps until `now + seconds` (`nil`: until woken), then wakes.
+        case sleeping(TimeInterval?)
+        case woke
+        /// An entry added, due at `now + seconds` → whether the loop must be woken.
+        case added(due: TimeInterval, wake: Bool)
         case turn(cap: Int, Machine.Turn)
         /// Entries leased (by index, with their first lease) → launched, handed back (indices).
         case leased([Int], cap: Int, launch: [Int], handBack: [Int])
@@ -37,6 +48,8 @@ struct DeliveryLoopStateMachineTests {
 
     struct Table: Sendable, CustomStringConvertible {
         var name: String
+        /// The manager's loop: head of line at cap 1.
+        var headOfLineAtCapOne = false
         var steps: [Step]
         var description: String { name }
     }
@@ -44,24 +57,24 @@ struct DeliveryLoopStateMachineTests {
     static let tables: [Table] = [
         Table(name: "start, lease up to the cap, launch; full: sleep until an attempt ends", steps: [
             .phase(.idle), .start(.startLoop), .start(.wake), .phase(.running),
-            .turn(cap: 3, .lease(limit: 3)),
+            .turn(cap: 3, lease(3)),
             .leased([0, 1], cap: 3, launch: [0, 1], handBack: []), .running([0, 1]),
-            .turn(cap: 3, .lease(limit: 1)),
+            .turn(cap: 3, lease(1)),
             .leased([2], cap: 3, launch: [2], handBack: []),
             .turn(cap: 3, .sleepUntilWoken),
-            .ended(1, drained: false), .running([0, 2]), .turn(cap: 3, .lease(limit: 1)),
+            .ended(1, drained: false), .running([0, 2]), .turn(cap: 3, lease(1)),
         ]),
-        Table(name: "an entry leased again while it runs here adopts the new lease: never a second attempt", steps: [
+        Table(name: "a lease lost (it lapsed while the attempt ran) and the entry leased again here: the attempt adopts the new lease, never a second attempt", steps: [
             .start(.startLoop), .leased([0], cap: 2, launch: [0], handBack: []),
             .leasedAgainWhileRunning, .running([0]),
         ]),
         Table(name: "a cap lowered while a lease was under way: the surplus goes back unattempted", steps: [
-            .start(.startLoop), .turn(cap: 4, .lease(limit: 4)),
+            .start(.startLoop), .turn(cap: 4, lease(4)),
             .leased([0, 1, 2, 3], cap: 1, launch: [0], handBack: [1, 2, 3]), .running([0]),
             .turn(cap: 1, .sleepUntilWoken),
         ]),
         Table(name: "a cap below one counts as one", steps: [
-            .start(.startLoop), .turn(cap: 0, .lease(limit: 1)),
+            .start(.startLoop), .turn(cap: 0, lease(1)),
         ]),
         Table(name: "an empty lease: sleep until the next due date, or until woken; due but not leased twice sleeps (no spin)", steps: [
             .start(.startLoop),
@@ -77,7 +90,7 @@ struct DeliveryLoopStateMachineTests {
         Table(name: "stop with nothing running: returns at once; the loop exits; start again later", steps: [
             .start(.startLoop), .stop(drained: true), .phase(.stopping(graceOver: false)),
             .turn(cap: 2, .exit), .start(.ignore), .stopEnded, .phase(.idle),
-            .start(.startLoop), .turn(cap: 2, .lease(limit: 2)),
+            .start(.startLoop), .turn(cap: 2, lease(2)),
         ]),
         Table(name: "stop: nothing new is taken (a lease under way hands back), the attempts under way end within the grace period", steps: [
             .start(.startLoop), .leased([0, 1], cap: 4, launch: [0, 1], handBack: []),
@@ -102,7 +115,35 @@ struct DeliveryLoopStateMachineTests {
         Table(name: "abandoned attempts are forgotten (the manager's clearAllRequests): their places are free at once", steps: [
             .start(.startLoop), .leased([0, 1], cap: 2, launch: [0, 1], handBack: []),
             .turn(cap: 2, .sleepUntilWoken), .abandon([0, 1]), .running([]),
-            .turn(cap: 2, .lease(limit: 2)),
+            .turn(cap: 2, lease(2)),
+        ]),
+        Table(name: "an add due before the planned wake wakes the loop; one due at or after it does not", steps: [
+            .added(due: 0, wake: true),  // not started: start it
+            .start(.startLoop), .added(due: 0, wake: true),  // working: wake (kept for its sleep)
+            .sleeping(60), .added(due: 30, wake: true), .added(due: 60, wake: false), .added(due: 3600, wake: false),
+            .woke, .added(due: 3600, wake: true),
+            // Asleep with nothing scheduled: woken, to plan a wake-up at the new entry's date.
+            .sleeping(nil), .added(due: 3600, wake: true),
+        ]),
+        Table(name: "reachability lost and regained: the paused entries are made due before the next lease, once", steps: [
+            .reachabilityChanged(wake: false),  // not running: nothing
+            .start(.startLoop), .turn(cap: 2, lease(2)),
+            .reachabilityChanged(wake: true), .reachabilityChanged(wake: true),
+            .turn(cap: 2, lease(2, clearingPauses: true)), .turn(cap: 2, lease(2)),
+            // startProcessing(ignoringPauseDates: true), a type registered: the same.
+            .startClearingPauses(.wake), .turn(cap: 2, lease(2, clearingPauses: true)),
+            // Full: kept for the turn that leases.
+            .leased([0, 1], cap: 2, launch: [0, 1], handBack: []),
+            .reachabilityChanged(wake: true), .turn(cap: 2, .sleepUntilWoken),
+            .ended(0, drained: false), .turn(cap: 2, lease(1, clearingPauses: true)),
+        ]),
+        Table(name: "cap 1, the manager: the head of line only; a batch above 1; the queue never head of line", headOfLineAtCapOne: true, steps: [
+            .start(.startLoop), .turn(cap: 1, lease(1, headOfLine: true)),
+            .leased([0], cap: 1, launch: [0], handBack: []), .turn(cap: 1, .sleepUntilWoken),
+            .ended(0, drained: false), .turn(cap: 3, lease(3)), .turn(cap: 1, lease(1, headOfLine: true)),
+        ]),
+        Table(name: "cap 1, the queue: a lease of one, any due entry", steps: [
+            .start(.startLoop), .turn(cap: 1, lease(1)),
         ]),
         Table(name: "asked to start while stopping: ignored (a graceful shutdown takes nothing new)", steps: [
             .start(.startLoop), .leased([0], cap: 2, launch: [0], handBack: []), .stop(drained: false),
@@ -112,12 +153,22 @@ struct DeliveryLoopStateMachineTests {
 
     @Test("each table", arguments: tables)
     func table(_ table: Table) {
-        var machine = Machine()
+        var machine = Machine(headOfLineAtCapOne: table.headOfLineAtCapOne)
         for (index, step) in table.steps.enumerated() {
             let at = "step \(index): \(step)"
             switch step {
             case .start(let expected):
                 #expect(machine.startRequested() == expected, "\(at)")
+            case .startClearingPauses(let expected):
+                #expect(machine.startRequested(clearingPauses: true) == expected, "\(at)")
+            case .reachabilityChanged(let wake):
+                #expect(machine.reachabilityChanged() == wake, "\(at)")
+            case .sleeping(let seconds):
+                machine.sleeping(until: seconds.map { Self.now + $0 })
+            case .woke:
+                machine.woke()
+            case .added(let due, let wake):
+                #expect(machine.needsWake(forEntryDue: Self.now + due) == wake, "\(at)")
             case .turn(let cap, let expected):
                 #expect(machine.turn(cap: cap) == expected, "\(at)")
             case .leased(let indices, let cap, let launch, let handBack):

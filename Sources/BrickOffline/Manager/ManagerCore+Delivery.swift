@@ -222,28 +222,18 @@ extension ManagerCore: DeliveryPolicy {
         await loadOutstanding()
     }
 
-    /// Head of line at cap 1 (the order requests were queued in is the order they are sent in);
-    /// a batch otherwise.
-    func lease(limit: Int, cap: Int) async throws -> [OfflineEntry] {
-        if cap == 1 {
-            return try await store.leaseHead(queue: name, now: now(), for: leaseDuration).map { [$0] } ?? []
-        }
-        return try await store.lease(queue: name, limit: limit, cap: cap, now: now(), for: leaseDuration)
-    }
-
-    /// With attempts running, the loop waits for one to end. At cap 1 the head's due date, not any
-    /// entry's: a later entry due now while the head waits out a pause would make the loop spin.
-    func idle(anyRunning: Bool) async -> Date? {
+    /// With attempts running, the loop waits for one to end. Head of line (cap 1): the head's due
+    /// date, not any entry's — a later entry due now while the head waits out a pause would make
+    /// the loop spin.
+    func idle(anyRunning: Bool, headOfLine: Bool) async -> Date? {
         guard !anyRunning else { return nil }
-        let headOnly = cap == 1
         return await reporting("find the next due request") { store, queue in
-            try await headOnly ? store.nextHeadDue(queue: queue) : store.nextDue(queue: queue)
+            try await headOfLine ? store.nextHeadDue(queue: queue) : store.nextDue(queue: queue)
         } ?? nil
     }
 
-    func reachabilityChanged() async {
+    func reachabilityChanged() {
         events.emit(.connectivityChanged)
-        await makePausedDue()
     }
 
     func report(storeFailure: String) { report(storeFailure) }

@@ -71,7 +71,7 @@ final class ManagerCore: Sendable {
         self.store = store
         self.session = session
         self.time = LoopTime(clock: session.clock)
-        self.loop = DeliveryLoop(session: session)
+        self.loop = DeliveryLoop(session: session, headOfLineAtCapOne: true)
     }
 
     func now() -> Date { time.now() }
@@ -93,8 +93,7 @@ final class ManagerCore: Sendable {
     func register<Request: OfflineRequest>(_ type: Request.Type, starting: Bool) {
         state.withLock { $0.decoders[Request.kind] = { try JSONDecoder().decode(Request.self, from: $0) } }
         guard starting else { return }
-        Task { [self] in await makePausedDue() }
-        start()
+        start(clearingPauses: true)
     }
 
     func isRegistered(_ kind: String) -> Bool {
@@ -159,7 +158,9 @@ final class ManagerCore: Sendable {
     }
 
     /// Makes every paused request due now (kept ones, vetoed ones, those waiting for their type)
-    /// and wakes the loop: when reachability changes, or a type is registered.
+    /// and wakes the loop: when an entry's type was registered while it was being put aside for
+    /// want of it. (A reachability change or a registration asks the loop to do this before its
+    /// next lease: ``DeliveryLoop/start(_:clearingPauses:)``.)
     func makePausedDue() async {
         await reporting("make the paused requests due") { store, queue in try await store.clearPauses(queue: queue, now: self.now()) }
         wake()
@@ -275,8 +276,10 @@ final class ManagerCore: Sendable {
 
     // MARK: - The submission loop
 
-    func start() {
-        if !state.withLock({ $0.stopped }) { loop.start(self) }
+    /// Starts processing (or wakes it); with `clearingPauses`, every paused request is made due
+    /// before the next lease.
+    func start(clearingPauses: Bool = false) {
+        if !state.withLock({ $0.stopped }) { loop.start(self, clearingPauses: clearingPauses) }
     }
 
     func wake() {

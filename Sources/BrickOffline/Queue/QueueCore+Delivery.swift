@@ -184,30 +184,14 @@ extension QueueCore {
 extension QueueCore: DeliveryPolicy {
     var leaseRetryInterval: Duration { retryInterval }
 
-    func willLease() async {
-        if state.withLock({ state in defer { state.ignorePauses = false }; return state.ignorePauses }) {
-            try? await store.clearPauses(queue: name, now: now())
-        }
-    }
+    func willLease() async {}
 
-    func lease(limit: Int, cap: Int) async throws -> [OfflineEntry] {
-        try await store.lease(queue: name, limit: limit, cap: cap, now: now(), for: leaseDuration)
-    }
-
-    func idle(anyRunning: Bool) async -> Date? {
+    func idle(anyRunning: Bool, headOfLine: Bool) async -> Date? {
         // With attempts running, each publishes the count once it has emitted its event: a count
         // published here could reach 0 between an attempt's removal and its event.
         if !anyRunning { await publishCount() }
         return try? await store.nextDue(queue: name)
     }
 
-    func reachabilityChanged() async {
-        state.withLock { $0.ignorePauses = true }
-    }
-
-    /// The date is published before the sleep: an add that sees it and skips the wake-up is due no
-    /// earlier, and one that does not see it wakes the loop (kept if early).
-    func loopSleeps(until date: Date?) {
-        state.withLock { $0.plannedWake = date }
-    }
+    func reachabilityChanged() {}
 }

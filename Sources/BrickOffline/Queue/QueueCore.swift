@@ -11,8 +11,6 @@ final class QueueCore: Sendable {
     typealias Completion = @Sendable (Result<TransportResponse, BrickError>) -> Void
 
     struct State {
-        /// Paused entries are made due before the next lease (a reachability change, `startProcessing`).
-        var ignorePauses = false
         /// Shut down: every waiter and stream has ended.
         var stopped = false
         /// Outcomes whose store writes and events are under way.
@@ -22,9 +20,6 @@ final class QueueCore: Sendable {
         var completions: [OfflineEntry.ID: Completion] = [:]
         var emptyWaiters: [CheckedContinuation<Void, Never>] = []
         var countSubscribers: [UUID: AsyncStream<Int>.Continuation] = [:]
-        /// While the loop sleeps with nothing due before this date (`.distantFuture`: nothing
-        /// scheduled), the date; `nil` while it works. An entry added for later needs no wake-up.
-        var plannedWake: Date?
     }
 
     let name: String
@@ -119,19 +114,14 @@ final class QueueCore: Sendable {
         if isWatched { await publishCount() }
         // The loop sleeps until an earlier date anyway (it then reads the store again): an entry
         // for later does not wake it — three store reads saved per add of a delayed entry.
-        let notNeeded = state.withLock { state in state.plannedWake.map { draft.notBefore >= $0 } ?? false }
-        if !notNeeded { start(ignoringPauses: false) }
+        if loop.needsWake(forEntryDue: draft.notBefore) { start(ignoringPauses: false) }
         return id
     }
 
     // MARK: - The delivery loop
 
     func start(ignoringPauses: Bool) {
-        let stopped = state.withLock { state -> Bool in
-            if ignoringPauses && !state.stopped { state.ignorePauses = true }
-            return state.stopped
-        }
-        if !stopped { loop.start(self) }
+        if !state.withLock({ $0.stopped }) { loop.start(self, clearingPauses: ignoringPauses) }
     }
 
     func shutdown() {

@@ -42,10 +42,27 @@ extension DeliveryLoop {
             case ignore
         }
 
+        /// A lease to take.
+        package struct Lease: Equatable, Sendable {
+            /// The most entries to take.
+            package var limit: Int
+            /// Only the queue's head, if it is due (the manager at cap 1: requests are sent in the
+            /// order they were queued, one at a time).
+            package var headOfLine = false
+            /// Make every paused entry due first (reachability changed, or asked to).
+            package var clearingPauses = false
+
+            package init(limit: Int, headOfLine: Bool = false, clearingPauses: Bool = false) {
+                self.limit = limit
+                self.headOfLine = headOfLine
+                self.clearingPauses = clearingPauses
+            }
+        }
+
         /// What the loop does next, at the top of a turn.
         package enum Turn: Equatable, Sendable {
-            /// Lease up to this many entries.
-            case lease(limit: Int)
+            /// Take this lease.
+            case lease(Lease)
             /// Every place is taken: sleep until an attempt ends (or another wake-up).
             case sleepUntilWoken
             /// Stopped: the loop's task ends.
@@ -72,8 +89,18 @@ extension DeliveryLoop {
         package private(set) var running: [OfflineEntry.ID: Attempt] = [:]
         /// Whether the last lease came back empty while an entry was due.
         private var emptyWithDue = false
+        /// Whether paused entries are made due before the next lease.
+        private var pausesToClear = false
+        /// While the loop sleeps with nothing due before this date (`.distantFuture`: nothing
+        /// scheduled), the date; `nil` while it works.
+        package private(set) var plannedWake: Date?
+        /// At a cap of 1, lease the head of the queue only (the manager), not any due entry.
+        private let headOfLineAtCapOne: Bool
 
-        package init() {}
+        /// - Parameter headOfLineAtCapOne: At a cap of 1, lease only the head of the queue.
+        package init(headOfLineAtCapOne: Bool = false) {
+            self.headOfLineAtCapOne = headOfLineAtCapOne
+        }
 
         /// The lease an attempt holds now, while it runs.
         package func lease(of id: OfflineEntry.ID) -> UUID? { running[id]?.lease }
@@ -81,23 +108,56 @@ extension DeliveryLoop {
         /// Whether an attempt is to be handed back when it ends, not recorded.
         package func isHandingBack(_ id: OfflineEntry.ID) -> Bool { running[id]?.handingBack ?? false }
 
-        /// Asked to take entries (an add, `startProcessing`, a registration).
-        package mutating func startRequested() -> Start {
+        /// Asked to take entries (an add, `startProcessing`, a registration); with
+        /// `clearingPauses`, every paused entry is made due before the next lease.
+        package mutating func startRequested(clearingPauses: Bool = false) -> Start {
             switch phase {
             case .idle:
                 phase = .running
                 emptyWithDue = false
+                pausesToClear = pausesToClear || clearingPauses
                 return .startLoop
-            case .running: return .wake
-            case .stopping, .closed: return .ignore
+            case .running:
+                pausesToClear = pausesToClear || clearingPauses
+                return .wake
+            case .stopping, .closed:
+                return .ignore
             }
         }
 
+        /// An entry was added, due at `notBefore`: whether the loop must be started or woken. Not
+        /// while it sleeps until an earlier date anyway (it reads the store again then).
+        package func needsWake(forEntryDue notBefore: Date) -> Bool {
+            guard phase == .running, let plannedWake else { return true }
+            return notBefore < plannedWake
+        }
+
+        /// The network changed: paused entries deserve a look at once. Returns whether to wake the
+        /// loop (it runs).
+        package mutating func reachabilityChanged() -> Bool {
+            guard phase == .running else { return false }
+            pausesToClear = true
+            return true
+        }
+
         /// The top of a turn of the loop, with the cap as it is now.
-        package func turn(cap: Int) -> Turn {
+        package mutating func turn(cap: Int) -> Turn {
             guard phase == .running else { return .exit }
-            let free = max(1, cap) - running.count
-            return free > 0 ? .lease(limit: free) : .sleepUntilWoken
+            let cap = max(1, cap)
+            let free = cap - running.count
+            guard free > 0 else { return .sleepUntilWoken }
+            defer { pausesToClear = false }
+            return .lease(Lease(limit: free, headOfLine: headOfLineAtCapOne && cap == 1, clearingPauses: pausesToClear))
+        }
+
+        /// The loop goes to sleep until `date` (`nil`: until woken).
+        package mutating func sleeping(until date: Date?) {
+            plannedWake = date ?? .distantFuture
+        }
+
+        /// The loop woke.
+        package mutating func woke() {
+            plannedWake = nil
         }
 
         /// A lease returned entries (`id`, `lease`). Those already running here adopt the new lease;

@@ -13,28 +13,22 @@ protocol DeliveryPolicy: Sendable {
     var cap: Int { get }
     /// How long the loop waits before leasing again after the store failed.
     var leaseRetryInterval: Duration { get }
+    /// How long a lease lasts before another worker may take the entry (extended while it runs).
+    var leaseDuration: Duration { get }
     /// The loop's current date (on the session's clock).
     func now() -> Date
     /// Before each lease.
     func willLease() async
-    /// Leases up to `limit` due entries with `cap` live leases at most.
-    func lease(limit: Int, cap: Int) async throws -> [OfflineEntry]
     /// A lease returned nothing: when the next entry is due (`nil`: none, or nothing to wait for
-    /// but a wake-up). `anyRunning`: attempts are under way here.
-    func idle(anyRunning: Bool) async -> Date?
+    /// but a wake-up). `anyRunning`: attempts are under way here; `headOfLine`: the lease took
+    /// only the head of the queue, whose due date is the one that matters.
+    func idle(anyRunning: Bool, headOfLine: Bool) async -> Date?
     /// One attempt of a leased entry, to its end: its outcome is recorded, unless
     /// ``DeliveryLoop/isHandingBack(_:)`` says the loop hands the entry back instead.
     func attempt(_ entry: OfflineEntry) async
-    /// Reachability changed: paused entries deserve a look at once.
-    func reachabilityChanged() async
-    /// The loop is about to sleep with nothing due before `date` (`.distantFuture`: nothing
-    /// scheduled), or (`nil`) it woke.
-    func loopSleeps(until date: Date?)
+    /// Reachability changed (the loop makes the paused entries due before its next lease).
+    func reachabilityChanged()
     func report(storeFailure: String)
-}
-
-extension DeliveryPolicy {
-    func loopSleeps(until date: Date?) {}
 }
 
 /// The delivery loop of a queue or a manager: the I/O shell around ``StateMachine``. One task
@@ -43,7 +37,7 @@ extension DeliveryPolicy {
 /// and stops as ``StateMachine`` documents.
 package final class DeliveryLoop: Sendable {
     private struct State {
-        var machine = StateMachine()
+        var machine: StateMachine
         /// The loop's task, while it runs.
         var loop: Task<Void, Never>?
         /// What wakes it besides its own process (reachability, the store's wake-ups and polls).
@@ -55,7 +49,7 @@ package final class DeliveryLoop: Sendable {
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    private let state = Lock(State())
+    private let state: Lock<State>
     private let signal = LoopSignal()
     /// The loop's clock: the session's, so a `ManualClock` drives its sleeps in tests.
     private let time: LoopTime
@@ -63,9 +57,14 @@ package final class DeliveryLoop: Sendable {
 
     /// - Parameter session: The session whose clock the loop sleeps on and whose reachability
     ///   changes wake it.
-    init(session: Session) {
+    /// - Parameters:
+    ///   - session: The session whose clock the loop sleeps on and whose reachability changes
+    ///     wake it.
+    ///   - headOfLineAtCapOne: At a cap of 1, lease only the head of the queue (the manager).
+    init(session: Session, headOfLineAtCapOne: Bool = false) {
         self.time = LoopTime(clock: session.clock)
         self.reachability = { session.reachability.changes() }
+        self.state = Lock(State(machine: StateMachine(headOfLineAtCapOne: headOfLineAtCapOne)))
     }
 
     /// How many times the loop went idle (``LoopSignal/idleCount``): a barrier for tests.
@@ -86,9 +85,16 @@ package final class DeliveryLoop: Sendable {
     /// Whether the loop takes entries now.
     var isRunning: Bool { state.withLock { $0.machine.phase == .running } }
 
-    /// Starts the loop, or wakes it; nothing while it stops or once closed.
-    func start(_ policy: some DeliveryPolicy) {
-        let start = state.withLock { $0.machine.startRequested() }
+    /// Whether an entry added for `notBefore` needs the loop started or woken (not while it
+    /// sleeps until an earlier date).
+    func needsWake(forEntryDue notBefore: Date) -> Bool {
+        state.withLock { $0.machine.needsWake(forEntryDue: notBefore) }
+    }
+
+    /// Starts the loop, or wakes it; nothing while it stops or once closed. With
+    /// `clearingPauses`, every paused entry is made due before the next lease.
+    func start(_ policy: some DeliveryPolicy, clearingPauses: Bool = false) {
+        let start = state.withLock { $0.machine.startRequested(clearingPauses: clearingPauses) }
         switch start {
         case .ignore: return
         case .wake: signal.wake()
@@ -180,26 +186,26 @@ package final class DeliveryLoop: Sendable {
                 return
             case .sleepUntilWoken:
                 // Woken when an attempt ends.
-                await signal.sleep(until: nil, time: time)
+                await sleep(until: nil)
                 continue
-            case .lease(let limit):
+            case .lease(let lease):
                 await policy.willLease()
                 let leased: [OfflineEntry]
                 do {
-                    leased = try await policy.lease(limit: limit, cap: policy.cap)
+                    leased = try await take(lease, policy)
                 } catch {
                     guard isRunning else { continue }
                     policy.report(storeFailure: "cannot lease entries: \(error)")
-                    await sleep(policy, until: policy.now().addingTimeInterval(policy.leaseRetryInterval.seconds))
+                    await sleep(until: policy.now().addingTimeInterval(policy.leaseRetryInterval.seconds))
                     continue
                 }
                 if leased.isEmpty {
                     let anyRunning = runningCount > 0
-                    let due = await policy.idle(anyRunning: anyRunning)
+                    let due = await policy.idle(anyRunning: anyRunning, headOfLine: lease.headOfLine)
                     let idle = state.withLock {
                         $0.machine.leasedNothing(due: due, now: policy.now(), storeWakes: policy.store.pollInterval != nil)
                     }
-                    if case .sleep(let until) = idle { await sleep(policy, until: until) }
+                    if case .sleep(let until) = idle { await sleep(until: until) }
                     continue
                 }
                 let held = leased.compactMap { entry in entry.lease.map { (id: entry.id, lease: $0.token) } }
@@ -213,12 +219,29 @@ package final class DeliveryLoop: Sendable {
         }
     }
 
-    /// Sleeps until woken or `date`, telling the policy (an add for later than `date` needs no
-    /// wake-up: the loop reads the store again then).
-    private func sleep(_ policy: some DeliveryPolicy, until date: Date?) async {
-        policy.loopSleeps(until: date ?? .distantFuture)
+    /// Takes a lease: the head of the queue, or up to `limit` due entries; paused entries made
+    /// due first when asked.
+    private func take(_ lease: StateMachine.Lease, _ policy: some DeliveryPolicy) async throws -> [OfflineEntry] {
+        let store = policy.store
+        if lease.clearingPauses {
+            do {
+                try await store.clearPauses(queue: policy.name, now: policy.now())
+            } catch {
+                policy.report(storeFailure: "cannot make the paused entries due: \(error)")
+            }
+        }
+        if lease.headOfLine {
+            return try await store.leaseHead(queue: policy.name, now: policy.now(), for: policy.leaseDuration).map { [$0] } ?? []
+        }
+        return try await store.lease(queue: policy.name, limit: lease.limit, cap: policy.cap, now: policy.now(), for: policy.leaseDuration)
+    }
+
+    /// Sleeps until woken or `date` (an add for later than `date` needs no wake-up: the loop
+    /// reads the store again then).
+    private func sleep(until date: Date?) async {
+        state.withLock { $0.machine.sleeping(until: date) }
         await signal.sleep(until: date, time: time)
-        policy.loopSleeps(until: nil)
+        state.withLock { $0.machine.woke() }
     }
 
     private func launch(_ entry: OfflineEntry, _ policy: some DeliveryPolicy) {
@@ -270,8 +293,8 @@ package final class DeliveryLoop: Sendable {
     private func watchReachability(_ policy: some DeliveryPolicy) async {
         for await _ in reachability() {
             if Task.isCancelled { return }
-            await policy.reachabilityChanged()
-            signal.wake()
+            policy.reachabilityChanged()
+            if state.withLock({ $0.machine.reachabilityChanged() }) { signal.wake() }
         }
     }
 }
