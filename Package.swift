@@ -59,11 +59,22 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // Offline delivery and storage, on SQLite through GRDB: its own target, so that users of
-        // BrickRequest alone never build GRDB.
+        // Offline delivery: the queue, the manager, the store protocol and the delivery loop, with
+        // no storage engine (the PostgreSQL store and the lifecycle services build on this alone).
         .target(
-            name: "BrickOffline",
+            name: "BrickOfflineCore",
             dependencies: [
+                "BrickRequest",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The store and the response cache on SQLite, through GRDB: its own target, so that users of
+        // BrickRequest alone, and a PostgreSQL worker, never build GRDB.
+        .target(
+            name: "BrickOfflineSQLite",
+            dependencies: [
+                "BrickOfflineCore",
                 "BrickRequest",
                 "CZlib",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -71,13 +82,18 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // What `import BrickOffline` gives: the two above, re-exported.
+        .target(
+            name: "BrickOffline",
+            dependencies: ["BrickOfflineCore", "BrickOfflineSQLite"]
+        ),
         // The offline queue on PostgreSQL, for fleets: its own target, so that users of BrickRequest
         // or BrickOffline never build postgres-nio (they still resolve it: SwiftPM resolves a
         // package's whole graph).
         .target(
             name: "BrickOfflinePostgres",
             dependencies: [
-                "BrickOffline",
+                "BrickOfflineCore",
                 "BrickRequest",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -98,7 +114,7 @@ let package = Package(
         .target(
             name: "BrickLifecycle",
             dependencies: [
-                "BrickOffline",
+                "BrickOfflineCore",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -118,7 +134,7 @@ let package = Package(
         .target(
             name: "BrickOfflineMetrics",
             dependencies: [
-                "BrickOffline",
+                "BrickOfflineCore",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -158,10 +174,11 @@ let package = Package(
             path: "Samples/BrickDemo"
         ),
         // A fleet worker delivering a PostgreSQL outbox (swift run outbox-worker; see its header).
+        // It builds no GRDB: a PostgreSQL worker needs BrickOfflinePostgres, not BrickOffline.
         .executableTarget(
             name: "OutboxWorker",
             dependencies: [
-                "BrickLifecycle", "BrickOffline", "BrickOfflinePostgres", "BrickRequest",
+                "BrickLifecycle", "BrickOfflinePostgres", "BrickRequest",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -285,7 +302,8 @@ if Context.environment["BRICK_FUZZ"] != nil {
 // only add build time under instrumentation (PostgreSQL, OpenAPI, tracing, the integration tests).
 if Context.environment["BRICK_SANITIZER_SUBSET"] != nil {
     let kept: Set<String> = [
-        "CCurl", "CNetlink", "CRuntimeHook", "CZlib", "BrickRequest", "BrickOffline", "BrickTesting",
+        "CCurl", "CNetlink", "CRuntimeHook", "CZlib", "BrickRequest", "BrickOffline", "BrickOfflineCore",
+        "BrickOfflineSQLite", "BrickTesting",
         "BrickTestServer", "BrickTestSupport", "BrickLifecycle", "BrickOfflineMetrics", "brick-offline-probe",
         "BrickRequestTests", "BrickOfflineTests",
     ]

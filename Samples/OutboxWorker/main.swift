@@ -8,7 +8,6 @@
 // On SIGTERM or SIGINT it stops claiming, lets the calls under way finish (10 s at most), hands the
 // rest back to the other workers and exits.
 import BrickLifecycle
-import BrickOffline
 import BrickOfflinePostgres
 import BrickRequest
 import Foundation

@@ -1,4 +1,4 @@
-public import BrickOffline
+public import BrickOfflineCore
 public import ServiceLifecycle
 
 /// Runs a ``PersistentRequestQueue``'s processing as a `Service` of swift-service-lifecycle: it

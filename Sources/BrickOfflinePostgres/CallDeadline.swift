@@ -1,4 +1,4 @@
-import BrickOffline
+import BrickOfflineCore
 import Synchronization
 
 /// A store call that has not returned within its deadline fails, whatever the connection it waits

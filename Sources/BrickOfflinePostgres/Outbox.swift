@@ -1,4 +1,4 @@
-import BrickOffline
+import BrickOfflineCore
 import BrickRequest
 import Logging
 import PostgresNIO

@@ -1,4 +1,4 @@
-import BrickOffline
+import BrickOfflineCore
 import Foundation
 import NIOSSL
 import PostgresNIO

@@ -1,5 +1,5 @@
 // Over 450 lines: every entry requirement of OfflineStore on PostgreSQL, one statement each, read side by side with the SQLite store's.
-import BrickOffline
+import BrickOfflineCore
 import BrickRequest
 import Foundation
 import Logging

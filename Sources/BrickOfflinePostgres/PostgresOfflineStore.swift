@@ -1,4 +1,4 @@
-import BrickOffline
+@_exported import BrickOfflineCore
 import BrickRequest
 import Foundation
 import Logging

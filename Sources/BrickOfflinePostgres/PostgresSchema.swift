@@ -1,4 +1,4 @@
-import BrickOffline
+import BrickOfflineCore
 import Logging
 import PostgresNIO
 

@@ -1,3 +1,4 @@
+import BrickOfflineCore
 import GRDB
 
 /// The migrations of a SQLite file, applied as one write transaction taken at once

@@ -1,3 +1,4 @@
+import BrickOfflineCore
 import BrickRequest
 import Foundation
 import GRDB

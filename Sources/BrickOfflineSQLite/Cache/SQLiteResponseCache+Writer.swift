@@ -1,3 +1,4 @@
+import BrickOfflineCore
 import BrickRequest
 import Dispatch
 import Foundation

@@ -1,4 +1,5 @@
 // Over 450 lines: every entry requirement of OfflineStore on SQLite, one statement each, read side by side with the PostgreSQL store's.
+import BrickOfflineCore
 import BrickRequest
 import Foundation
 import GRDB

@@ -1,3 +1,4 @@
+import BrickOfflineCore
 import Foundation
 import GRDB
 

@@ -69,7 +69,7 @@ final class QueueCore: Sendable {
     func storeCall<T: Sendable>(
         _ call: @Sendable (any OfflineStore, String) async throws -> T
     ) async throws(BrickError) -> T {
-        try await BrickOffline.storeCall(store, queue: name, caller: "offline queue \(name)", call)
+        try await BrickOfflineCore.storeCall(store, queue: name, caller: "offline queue \(name)", call)
     }
 
     // MARK: - Adding

@@ -78,7 +78,7 @@ final class ManagerCore: Sendable {
 
     /// Runs a store call, turning its failure into a ``BrickError`` with code `storage`.
     func storeCall<T: Sendable>(_ call: @Sendable (any OfflineStore, String) async throws -> T) async throws(BrickError) -> T {
-        try await BrickOffline.storeCall(store, queue: name, caller: "offline request manager \(name)", call)
+        try await BrickOfflineCore.storeCall(store, queue: name, caller: "offline request manager \(name)", call)
     }
 
     // MARK: - Types and payloads

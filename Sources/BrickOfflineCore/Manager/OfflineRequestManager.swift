@@ -42,23 +42,6 @@ public final class OfflineRequestManager: Sendable {
     /// The default manager's name: `offline_request_manager`.
     public static let defaultName = "offline_request_manager"
 
-    private static let managers = Lock<[String: OfflineRequestManager]>([:])
-
-    /// The manager named ``defaultName`` in the default directory, made on first use.
-    public static var `default`: OfflineRequestManager {
-        get throws { try manager(named: defaultName) }
-    }
-
-    /// The manager with this name in the default directory: one instance per name per process.
-    public static func manager(named name: String) throws -> OfflineRequestManager {
-        try managers.withLock { managers in
-            if let existing = managers[name] { return existing }
-            let made = try OfflineRequestManager(name: name)
-            managers[name] = made
-            return made
-        }
-    }
-
     /// The manager's name (and its store's file name).
     public let name: String
     /// Where the requests live.
@@ -71,26 +54,6 @@ public final class OfflineRequestManager: Sendable {
     /// How many times the delivery loop went idle, with nothing due and no wake-up pending: a
     /// barrier for tests (read it, cause something, wait until it grows: the loop handled it).
     package var loopIdleCount: Int { core.idleCount }
-
-    /// Opens (or creates) the manager `name`, stored in `directory/name.sqlite`.
-    ///
-    /// - Parameters:
-    ///   - name: Letters, digits, `-`, `_`, `.`.
-    ///   - directory: Default ``PersistentRequestQueue/defaultDirectory``.
-    ///   - session: Handed to each request's ``OfflineRequestContext``. Default `.shared`.
-    ///   - simultaneousRequestCap: The most requests performed at once. Default 10.
-    ///   - delegate: Decides and hears what happens; held weakly. Default none.
-    /// - Throws: ``OfflineStoreError`` when the store cannot be opened.
-    public convenience init(
-        name: String,
-        directory: URL? = nil,
-        session: Session = .shared,
-        simultaneousRequestCap: Int = 10,
-        delegate: (any OfflineRequestManagerDelegate)? = nil
-    ) throws {
-        let store = try SQLiteOfflineStore(name: name, directory: directory ?? PersistentRequestQueue.defaultDirectory)
-        self.init(name: name, store: store, session: session, simultaneousRequestCap: simultaneousRequestCap, delegate: delegate)
-    }
 
     /// Creates a manager on a store of your own.
     ///
