@@ -1,4 +1,4 @@
-public import BrickRequest
+@_spi(TransportImplementation) public import BrickRequest
 public import FoundationEssentials
 public import HTTPTypes
 public import OpenAPIRuntime

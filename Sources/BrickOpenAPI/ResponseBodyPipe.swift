@@ -1,4 +1,4 @@
-import BrickRequest
+@_spi(TransportImplementation) import BrickRequest
 import HTTPTypes
 import OpenAPIRuntime
 import Synchronization

@@ -211,6 +211,13 @@ final class ConnectionHandler: ChannelInboundHandler {
             var buffer = context.channel.allocator.buffer(capacity: bytes.count)
             buffer.writeBytes(bytes)
             finish(buffer, keepAlive: true, context: context)
+        case .held(let response, let gate):
+            let opened = context.eventLoop.makePromise(of: Void.self)
+            gate.whenOpen { opened.succeed() }
+            opened.futureResult.assumeIsolated().whenSuccess {
+                guard context.channel.isActive else { return }
+                self.perform(response, keepAlive: keepAlive, context: context)
+            }
         case .pushAfterResponse(let response, let bytes, let delay):
             perform(response, keepAlive: keepAlive, context: context)
             context.eventLoop.assumeIsolated().scheduleTask(in: Self.timeAmount(delay)) {

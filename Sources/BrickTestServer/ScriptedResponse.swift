@@ -29,6 +29,8 @@ public enum ScriptedResponse: Sendable, Hashable {
     /// Answer as `response` does, then, `delay` later, push `bytes` on the idle kept-alive
     /// connection (an unsolicited response, which a client must not take for the next answer).
     indirect case pushAfterResponse(ScriptedResponse, bytes: [UInt8], delay: Duration)
+    /// Answer as `response` does once `gate` is open (the request is recorded when it arrives).
+    indirect case held(ScriptedResponse, until: ResponseGate)
 
     /// A header name and value.
     public struct HeaderPair: Sendable, Hashable {

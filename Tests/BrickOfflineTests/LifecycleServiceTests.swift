@@ -10,17 +10,20 @@ import MetricsTestKit
 import ServiceLifecycle
 import Testing
 
-/// Graceful shutdown under swift-service-lifecycle, with requests in flight. The server holds each
-/// request 5 s, so that the two in flight are still there when shutdown begins however loaded the
-/// machine is (under the whole suite, over a second once passed between seeing them arrive and
-/// triggering shutdown, with 1 s requests).
+/// Graceful shutdown under swift-service-lifecycle, with requests in flight. The server holds the
+/// requests until the test opens a gate, once the stop has begun (the loop takes nothing new): the
+/// two in flight are still there when shutdown begins however loaded the machine is. (Held 5 s by
+/// the server before, a loaded CI run once took longer than that between seeing them arrive and
+/// triggering shutdown: the queue rightly took two more.)
 @Suite("Lifecycle: the manager and the queue as Services, shut down with work in flight", .timeLimit(.minutes(2)))
 struct LifecycleServiceTests {
     @Test("manager: shutdown lets the attempts under way finish, takes nothing new, loses nothing", arguments: StoreKind.allCases)
     func manager(kind: StoreKind) async throws {
         try await withServer { server in
             try await withStorePlace(kind) { place in
-                let url = server.baseURL + "/delay/5"
+                let gate = ResponseGate()
+                server.route("/held") { _ in .held(.ok("done"), until: gate) }
+                let url = server.baseURL + "/held"
                 let store = try await place.open("svc")
                 let manager = OfflineRequestManager(name: "svc", store: store, session: session())
                 manager.simultaneousRequestCap = 2
@@ -30,18 +33,20 @@ struct LifecycleServiceTests {
                     logger: Logger(label: "test")
                 )
                 let running = Task { try await group.run() }
-                await eventually { server.requests(path: "/delay/5").count == 2 }
+                await eventually { server.requests(path: "/held").count == 2 }
                 await group.triggerGracefulShutdown()
+                await eventually { !manager.isTakingRequests }
+                gate.open()
                 try await running.childValue
                 // The two in flight finished and were stored as finished; nothing new was taken.
-                #expect(server.requests(path: "/delay/5").count == 2)
+                #expect(server.requests(path: "/held").count == 2)
                 #expect(await manager.totalRequestCount == 2)
                 // The next manager on the store delivers the rest.
                 let next = OfflineRequestManager(name: "svc", store: store, session: session())
                 next.attemptSubmission()
                 await next.waitUntilEmpty()
                 next.close()
-                let amounts = server.requests(path: "/delay/5").map { String(decoding: $0.body, as: UTF8.self) }
+                let amounts = server.requests(path: "/held").map { String(decoding: $0.body, as: UTF8.self) }
                 #expect(amounts.sorted() == (1...4).map { "amount=\($0)" })
             }
         }
@@ -53,10 +58,12 @@ struct LifecycleServiceTests {
             try await withDirectory { directory in
                 let store = try SQLiteOfflineStore(name: "deadline", directory: directory)
                 let manager = OfflineRequestManager(name: "deadline", store: store, session: session())
-                try await manager.queueRequest(RecordSale(server.baseURL + "/delay/5", amount: 1))
-                await eventually { server.requests(path: "/delay/5").count == 1 }
+                // Never answered: still running when the grace period ends, however loaded the machine.
+                server.route("/stalled") { _ in .stall }
+                try await manager.queueRequest(RecordSale(server.baseURL + "/stalled", amount: 1))
+                await eventually { server.requests(path: "/stalled").count == 1 }
                 await manager.stop(gracePeriod: .milliseconds(100))
-                // Returned at the deadline, before the 5 s attempt ended: its request is still
+                // Returned at the deadline, before the attempt ended: its request is still
                 // stored (an attempt that ended would have removed it), handed back: no lease held
                 // (the store's lease lasts 300 s), no attempt counted.
                 let entries = try await store.list(queue: "deadline")
@@ -69,7 +76,7 @@ struct LifecycleServiceTests {
                 // The next manager on the store takes it at once.
                 let next = OfflineRequestManager(name: "deadline", store: store, session: session())
                 next.attemptSubmission()
-                await eventually { server.requests(path: "/delay/5").count == 2 }
+                await eventually { server.requests(path: "/stalled").count == 2 }
                 next.close()
             }
         }
@@ -81,8 +88,9 @@ struct LifecycleServiceTests {
             try await withDirectory { directory in
                 let store = try SQLiteOfflineStore(name: "deadline", directory: directory)
                 let queue = PersistentRequestQueue(name: "deadline", store: store, session: session())
-                try await queue.add(RecordSale(server.baseURL + "/delay/5", amount: 1))
-                await eventually { server.requests(path: "/delay/5").count == 1 }
+                server.route("/stalled") { _ in .stall }
+                try await queue.add(RecordSale(server.baseURL + "/stalled", amount: 1))
+                await eventually { server.requests(path: "/stalled").count == 1 }
                 await queue.stopProcessing(gracePeriod: .milliseconds(100))
                 // Before this was tested, the hand-back ran in the cancelled attempt's task, the
                 // store refused it (CancellationError), and the entry stayed leased for 300 s.
@@ -95,7 +103,7 @@ struct LifecycleServiceTests {
                 await queue.close(gracePeriod: .zero)
                 let next = PersistentRequestQueue(name: "deadline", store: store, session: session())
                 next.startProcessing()
-                await eventually { server.requests(path: "/delay/5").count == 2 }
+                await eventually { server.requests(path: "/stalled").count == 2 }
                 await next.close(gracePeriod: .zero)
             }
         }
@@ -105,7 +113,9 @@ struct LifecycleServiceTests {
     func queue(kind: StoreKind) async throws {
         try await withServer { server in
             try await withStorePlace(kind) { place in
-                let url = server.baseURL + "/delay/5"
+                let gate = ResponseGate()
+                server.route("/held") { _ in .held(.ok("done"), until: gate) }
+                let url = server.baseURL + "/held"
                 let store = try await place.open("svc")
                 let queue = PersistentRequestQueue(
                     name: "svc",
@@ -123,16 +133,18 @@ struct LifecycleServiceTests {
                     logger: Logger(label: "test")
                 )
                 let running = Task { try await group.run() }
-                await eventually { server.requests(path: "/delay/5").count == 2 }
+                await eventually { server.requests(path: "/held").count == 2 }
                 await group.triggerGracefulShutdown()
+                await eventually { !queue.isTakingEntries }
+                gate.open()
                 try await running.childValue
-                #expect(server.requests(path: "/delay/5").count == 2)
+                #expect(server.requests(path: "/held").count == 2)
                 #expect(await queue.count == 2)
                 let next = PersistentRequestQueue(name: "svc", store: store, session: session())
                 next.startProcessing()
                 await next.waitUntilEmpty()
                 await next.close()
-                let amounts = server.requests(path: "/delay/5").map { String(decoding: $0.body, as: UTF8.self) }
+                let amounts = server.requests(path: "/held").map { String(decoding: $0.body, as: UTF8.self) }
                 #expect(amounts.sorted() == (1...4).map { "amount=\($0)" })
             }
         }

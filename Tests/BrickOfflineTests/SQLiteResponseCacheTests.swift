@@ -1,5 +1,5 @@
 import BrickOffline
-import BrickRequest
+@_spi(TransportImplementation) import BrickRequest
 import BrickTestServer
 import BrickTestSupport
 import Foundation

@@ -18,7 +18,7 @@
 // tracer bootstrapped (what an application that links them and exports nothing pays);
 // BRICK_BENCH_INSTRUMENTS=0 leaves them out.
 import BrickMetrics
-import BrickRequest
+@_spi(Tuning) @_spi(TransportImplementation) import BrickRequest
 import BrickTracing
 import Dispatch
 import FoundationEssentials

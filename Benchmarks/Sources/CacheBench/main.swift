@@ -17,7 +17,7 @@
 // `resumesTasksAtSafePoint` on (the cache's disk work then runs where awaiting tasks resume: on
 // the transport's thread, at its safe point).
 import BrickOffline
-import BrickRequest
+@_spi(TransportImplementation) import BrickRequest
 import BrickTestServer
 import Foundation
 import GRDB

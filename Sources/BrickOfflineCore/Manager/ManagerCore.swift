@@ -62,6 +62,8 @@ final class ManagerCore: Sendable {
     let loop: DeliveryLoop
     /// How many times the loop went idle (``LoopSignal/idleCount``): a barrier for tests.
     var idleCount: Int { loop.idleCount }
+    /// Whether the delivery loop takes entries now.
+    var isTakingEntries: Bool { loop.isRunning }
     /// The loop's clock: the session's, so a `ManualClock` drives time limits and pauses in tests.
     let time: LoopTime
     var leaseDuration: Duration { settings.withLock { $0.leaseDuration } ?? store.leaseDuration }

@@ -55,6 +55,10 @@ public final class OfflineRequestManager: Sendable {
     /// barrier for tests (read it, cause something, wait until it grows: the loop handled it).
     package var loopIdleCount: Int { core.idleCount }
 
+    /// Whether the delivery loop takes requests now (false before it starts, while a stop is under
+    /// way, once stopped or closed): for tests, a barrier showing that a stop has begun.
+    package var isTakingRequests: Bool { core.isTakingEntries }
+
     /// Creates a manager on a store of your own.
     ///
     /// On a store shared by several processes (``PostgresOfflineStore``), give every process the

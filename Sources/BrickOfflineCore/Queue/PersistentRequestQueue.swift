@@ -98,9 +98,13 @@ public final class PersistentRequestQueue: Sendable {
             .appendingPathComponent(".local/state/brickrequest")
     }
 
+    /// Whether the delivery loop takes entries now (false before it starts, while a stop is under
+    /// way, once stopped or closed): for tests, a barrier showing that a stop has begun.
+    package var isTakingEntries: Bool { core.isTakingEntries }
+
     /// Tells the queue's first subscriber and its logger that its store file was damaged and
     /// moved aside (``OfflineQueueEvent/storeRecovered(movedAside:)``): for a store that recovers
-    /// at open, as ``SQLiteOfflineStore`` does.
+    /// at open, as `SQLiteOfflineStore` does.
     package func reportRecoveredStore(movedAside moved: String) {
         core.emit(.storeRecovered(movedAside: moved))
         session.logger.warning(

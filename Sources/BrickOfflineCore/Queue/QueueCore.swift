@@ -38,6 +38,8 @@ final class QueueCore: Sendable {
     let loop: DeliveryLoop
     /// How many times the loop went idle (``LoopSignal/idleCount``): a barrier for tests.
     var idleCount: Int { loop.idleCount }
+    /// Whether the delivery loop takes entries now.
+    var isTakingEntries: Bool { loop.isRunning }
     private let events = EventBroadcaster<OfflineQueueEvent>()
 
     init(

@@ -1,5 +1,5 @@
 import BrickOfflineCore
-import BrickRequest
+@_spi(TransportImplementation) import BrickRequest
 import Foundation
 import GRDB
 import HTTPTypes

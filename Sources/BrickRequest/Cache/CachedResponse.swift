@@ -167,7 +167,7 @@ public struct CachedResponse: Sendable {
     /// The header fields as `Name: value\r\n` lines, for a store to keep.
     public var rawHeaders: [UInt8] { headerFields.rawHeaderBytes }
 
-    /// Parses header fields kept by ``rawHeaders``.
+    /// Parses header fields kept by `rawHeaders`.
     ///
     /// - Parameter raw: `Name: value\r\n` lines.
     /// - Returns: The fields.

@@ -39,7 +39,7 @@ public struct DownloadResponseSerializer: ResponseSerializer {
     /// Returns the file's URL.
     ///
     /// - Parameter response: The response.
-    /// - Returns: The URL of ``TransportResponse/bodyFile``.
+    /// - Returns: The URL of `bodyFile`.
     /// - Throws: ``BrickError/Code/serializationFailed`` when the body did not go to a file.
     public func serialize(_ response: TransportResponse) throws(BrickError) -> URL {
         guard let path = response.bodyFile else {

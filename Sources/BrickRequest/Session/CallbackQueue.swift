@@ -35,7 +35,7 @@ public struct CallbackQueue: Sendable {
     /// When the transport offers it (``Transport/scheduleOnTransportThread(_:)``, as
     /// ``CurlTransport`` does), the queue is drained on the transport's own thread right after the
     /// responses arrive, with no thread hop; a handler that runs long (past
-    /// ``CurlTransport/Configuration/stallLimit``) keeps that thread while a standby takes the I/O
+    /// `stallLimit`) keeps that thread while a standby takes the I/O
     /// over, so handlers may block. Otherwise — and for handlers queued from other threads — the
     /// drain runs on a Dispatch queue labelled `label`.
     ///

@@ -137,9 +137,9 @@ public final class ResponseBodyStream: Sendable, Hashable {
     }
 
     /// Whether the stream wants to be told of the response before its body
-    /// (``responseStarted(status:headerFields:)``); a transport may skip building the header
+    /// (`responseStarted(status:headerFields:)`); a transport may skip building the header
     /// fields otherwise.
-    public var observesResponse: Bool { onResponse != nil }
+    @_spi(TransportImplementation) public var observesResponse: Bool { onResponse != nil }
 
     /// Tells the stream the status and header fields of the response whose body follows: what a
     /// ``Transport`` does once, before the first piece of the final response's body.
@@ -148,7 +148,7 @@ public final class ResponseBodyStream: Sendable, Hashable {
     ///   - status: The response status.
     ///   - headerFields: The response header fields.
     /// - Returns: Whether the transfer should go on.
-    public func responseStarted(status: HTTPResponse.Status, headerFields: HTTPFields) -> Bool {
+    @_spi(TransportImplementation) public func responseStarted(status: HTTPResponse.Status, headerFields: HTTPFields) -> Bool {
         onResponse?(status, headerFields) ?? true
     }
 
@@ -158,17 +158,17 @@ public final class ResponseBodyStream: Sendable, Hashable {
     /// - Parameter bytes: The piece; only read during the call.
     /// - Returns: Whether the transfer should go on; on `false` the transport stops it and fails
     ///   it with ``TransportError/Kind/cancelled``.
-    public func receive(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    @_spi(TransportImplementation) public func receive(_ bytes: UnsafeRawBufferPointer) -> Bool {
         receiver(bytes) != .stop
     }
 
-    /// Hands the next piece of the body to the receiver, as ``receive(_:)`` does, and returns its
+    /// Hands the next piece of the body to the receiver, as `receive(_:)` does, and returns its
     /// full answer: a ``Transport`` that honours ``Demand/pause`` delivers nothing more until
     /// ``resumeDelivery()``.
     ///
     /// - Parameter bytes: The piece; only read during the call.
     /// - Returns: What the receiver wants next.
-    public func deliver(_ bytes: UnsafeRawBufferPointer) -> Demand {
+    @_spi(TransportImplementation) public func deliver(_ bytes: UnsafeRawBufferPointer) -> Demand {
         receiver(bytes)
     }
 

@@ -32,7 +32,7 @@ public protocol Transport: Sendable {
     /// Runs `work` on the transport's own thread soon after the current completion returns, at a
     /// point where the transport is between rounds of I/O, so that code answering a completion
     /// needs no thread hop. `work` may block: a transport that accepts it keeps its I/O going on
-    /// another thread when `work` runs too long (``CurlTransport/Configuration/stallLimit``).
+    /// another thread when `work` runs too long (`stallLimit`).
     ///
     /// Only meaningful inside a completion. Returns `false`, without running `work`, when called
     /// elsewhere or when the transport does not offer it (the default); the caller then runs `work`
@@ -85,7 +85,7 @@ extension Transport {
     /// Sends a request and waits for its outcome. Cancelling the calling task cancels the transfer.
     ///
     /// On a ``CurlTransport`` made with the opt-in
-    /// ``CurlTransport/Configuration/resumesTasksAtSafePoint``, a calling task with no executor
+    /// `resumesTasksAtSafePoint`, a calling task with no executor
     /// preference and no actor isolation goes on on the transport's thread after the response,
     /// until it next suspends, as a ``Session``'s `value` does.
     ///

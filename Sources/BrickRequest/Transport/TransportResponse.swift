@@ -24,7 +24,7 @@ public struct TransportResponse: Sendable {
         set { storage = storage.modified { $0.status = newValue } }
     }
     /// The raw header block of the final response (status line excluded), `Name: value\r\n` lines.
-    public var rawHeaders: [UInt8] {
+    @_spi(TransportImplementation) public var rawHeaders: [UInt8] {
         get { storage.value.rawHeaders }
         set { storage = storage.modified { $0.rawHeaders = newValue } }
     }
@@ -35,7 +35,7 @@ public struct TransportResponse: Sendable {
         set { storage = storage.modified { $0.body = newValue } }
     }
     /// The file the body was written to, when the destination was a file.
-    public var bodyFile: String? {
+    @_spi(TransportImplementation) public var bodyFile: String? {
         get { storage.value.bodyFile }
         set { storage = storage.modified { $0.bodyFile = newValue } }
     }
@@ -92,7 +92,7 @@ public struct TransportResponse: Sendable {
         )
     }
 
-    /// The header fields, parsed from ``rawHeaders``. Lines that are not valid fields are skipped.
+    /// The header fields, parsed from `rawHeaders`. Lines that are not valid fields are skipped.
     public var headerFields: HTTPFields {
         HeaderParser.fields(from: rawHeaders)
     }

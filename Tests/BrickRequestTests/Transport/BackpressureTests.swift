@@ -29,7 +29,14 @@ struct BackpressureTests {
             )
             let task = Task { await transport.result(request) }
             await eventually { counts.state.withLock { $0.pieces } == 1 }
-            try await Task.sleep(for: .milliseconds(2500))
+            // Real time past the idle timeout (1 s), which is what is shown: a paused transfer is
+            // not ended as idle. Then follow-up requests on the same transport (its one thread) run
+            // to their end: its loop went round with the rest of the 4 MB waiting in the socket.
+            try await Task.sleep(for: .milliseconds(1500))
+            for _ in 0..<3 {
+                let followUp = await transport.result(try get(server.baseURL + "/get"))
+                #expect(followUp.failure == nil)
+            }
             // Paused after the first piece: nothing more arrived, and nothing failed.
             #expect(counts.state.withLock { $0.pieces } == 1)
             #expect(transport.activeTransferCount == 1)
@@ -44,12 +51,21 @@ struct BackpressureTests {
     @Test("events() holds a bounded number of events for a consumer that falls behind")
     func boundedEvents() async throws {
         try await withServer { server in
-            let events = Ticks(server.baseURL + "/sse/10000").events()
+            let session = Session()
+            let events = Ticks(server.baseURL + "/sse/10000", session: session).events()
             var iterator = events.makeAsyncIterator()
             let first = try await iterator.next()
             #expect(first?.id == "0")
-            // The server writes all 10,000 events (~600 KB) at once; the consumer takes none.
-            try await Task.sleep(for: .milliseconds(500))
+            // The server writes all 10,000 events (~600 KB) at once; the consumer takes none. The
+            // buffer fills to its mark; then three follow-up streams on the same session (its one
+            // transport thread) run to their end: the transport's loop went round many times with
+            // the rest of the 600 KB waiting in the socket, and took none of it.
+            await eventually { events.bufferedEventCount >= 512 }
+            for _ in 0..<3 {
+                var followUp = 0
+                for try await _ in Ticks(server.baseURL + "/sse/3", session: session).events() { followUp += 1 }
+                #expect(followUp == 3)
+            }
             let held = events.bufferedEventCount
             // 512 at most, plus the events of the one piece that crossed the mark (16 KiB).
             #expect(held <= 512 + 300, "\(held) events held")

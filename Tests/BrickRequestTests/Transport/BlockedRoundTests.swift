@@ -1,4 +1,4 @@
-import BrickRequest
+@_spi(Tuning) @_spi(TransportImplementation) import BrickRequest
 import BrickTestSupport
 import Dispatch
 import Foundation

@@ -1,4 +1,4 @@
-import BrickRequest
+@_spi(Tuning) @_spi(TransportImplementation) import BrickRequest
 import BrickTestServer
 import BrickTestSupport
 import Foundation

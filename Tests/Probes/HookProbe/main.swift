@@ -8,7 +8,7 @@
 //   other-first: another hook (counting the jobs it sees) is installed first, then as opt-in.
 // Prints `slot=empty|ours|other capture=true|false other_jobs=N on_driver=N`. Exit status 0 unless
 // the probe itself failed.
-import BrickRequest
+@_spi(Tuning) @_spi(TransportImplementation) import BrickRequest
 import CRuntimeHook
 import FoundationEssentials
 import Glibc

@@ -34,7 +34,7 @@ struct SafePointRound {
 extension CurlDriver {
     /// Runs `work` on the driver at its next safe point, watched by the standby thread. Only from
     /// the leader outside safe-point work (a completion); returns `false` elsewhere, or when
-    /// ``CurlTransport/Configuration/stallLimit`` is zero.
+    /// `stallLimit` is zero.
     func scheduleAtSafePoint(_ work: SafePointWork) -> Bool {
         guard standby != nil, leaderThread.load(ordering: .relaxed) == pthread_self() else { return false }
         deferred.append(work)

@@ -16,7 +16,7 @@ import Synchronization
 /// (the *leader*) runs the loop. Work that may block — a session's handler drain
 /// (``scheduleAtSafePoint(_:)``), a job of ``CurlTransport/taskExecutor`` — runs on the leader at
 /// its safe point, where no curl call is in progress, under a watch that a *standby* thread checks
-/// every ``CurlTransport/Configuration/stallLimit``. Work still running at two consecutive checks
+/// every `stallLimit`. Work still running at two consecutive checks
 /// loses the lease: the standby becomes the leader and carries on with the I/O, and the old leader
 /// finishes its work and becomes the standby (or exits when there already is one). The lease
 /// changes hands through one atomic compare-and-exchange (acquire/release), so the driver state is
@@ -77,7 +77,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
     let inbox = Lock(Inbox())
     /// Bumped after every submission from another thread: what the driver watches while it spins.
     let submissions = Atomic<UInt64>(0)
-    /// ``CurlTransport/Configuration/handOffSpin`` in nanoseconds.
+    /// `handOffSpin` in nanoseconds.
     let spinNanoseconds: UInt64
     /// ``CurlTransport/Configuration/idleTimeout`` in nanoseconds (0: none), how often transfers
     /// are checked against it, and the longest sleep in `curl_multi_poll` that keeps that pace.
@@ -89,7 +89,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
     let multi: UnsafeMutableRawPointer
     let configuration: CurlTransport.Configuration
     /// Whether tasks resumed at the safe point go on there: asked for
-    /// (``CurlTransport/Configuration/resumesTasksAtSafePoint``) and the hook installed.
+    /// (`resumesTasksAtSafePoint`) and the hook installed.
     let capturesResumedTasks: Bool
     /// C strings set on every transfer, converted once (libcurl copies them).
     let constantStrings: ConstantStrings
@@ -101,7 +101,7 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
     /// The leader's `pthread_t` while it may take submissions without the lock; 0 while it runs
     /// safe-point work (whose submissions go through the inbox: the lease may move meanwhile).
     let leaderThread = Atomic<UInt>(0)
-    /// The standby thread's bookkeeping; `nil` when ``CurlTransport/Configuration/stallLimit`` is
+    /// The standby thread's bookkeeping; `nil` when `stallLimit` is
     /// zero (safe-point work then runs unwatched and handler drains are not scheduled here).
     let standby: Standby?
 

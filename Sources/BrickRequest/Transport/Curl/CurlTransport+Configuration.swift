@@ -87,7 +87,7 @@ extension CurlTransport {
         /// at most 1 s.
         ///
         /// Advanced: a tuning knob for benchmarks and machines with cores to spare.
-        public var handOffSpin: Duration = .zero
+        @_spi(Tuning) public var handOffSpin: Duration = .zero
         /// How long work run on the driver's thread may hold up its I/O before a standby thread
         /// takes the I/O over. Default 5 ms.
         ///
@@ -104,7 +104,7 @@ extension CurlTransport {
         ///
         /// `.zero` turns this off: handlers then always hop to their queue's thread, and tasks on
         /// `taskExecutor` hold up the I/O for as long as they run. At least 100 µs otherwise; at most 10 s.
-        public var stallLimit: Duration = .milliseconds(5)
+        @_spi(Tuning) public var stallLimit: Duration = .milliseconds(5)
 
         /// Whether a task awaiting a response — a ``Session``'s (`value`, `response()`) or
         /// ``Transport/send(_:)``'s — goes on on the driver's thread, at its safe point, until it
@@ -114,7 +114,7 @@ extension CurlTransport {
         /// woken for each response, and the driver woken again from `poll` by the request the task
         /// sends next. Run at the safe point instead, the task's code after `await` is treated like
         /// a `response(_:)` handler on the default queue: watched by the standby thread
-        /// (``stallLimit``), so blocking or long computations move the I/O to another thread
+        /// (`stallLimit`), so blocking or long computations move the I/O to another thread
         /// rather than stall it, and the next request it sends needs no wakeup.
         ///
         /// **What it changes for the whole process.** The catch goes through the Swift runtime's
@@ -124,7 +124,7 @@ extension CurlTransport {
         /// by a driver resuming its own tasks) go straight to the runtime. A hook installed
         /// before (SwiftNIO's `singletonConcurrencyExecutor` takeover, a test helper such as
         /// `withMainSerialExecutor`) is never replaced or bypassed: the option then does nothing
-        /// (``CurlTransport/capturesResumedTasks`` says so). Conversely, a library that installs
+        /// (`capturesResumedTasks` says so). Conversely, a library that installs
         /// its hook later with compare-and-exchange finds the slot taken, and helpers that read
         /// "a hook is installed" as their own mode being on are misled. It is installed only by
         /// the toolchains it was tested with (Swift 6.3); elsewhere the option does nothing.
@@ -135,8 +135,8 @@ extension CurlTransport {
         ///
         /// Only tasks bound for the global executor are concerned: a task isolated to an actor
         /// (`@MainActor`) or preferring a task executor resumes there as always. With
-        /// ``stallLimit`` `.zero` the option does nothing.
-        public var resumesTasksAtSafePoint: Bool = false
+        /// `stallLimit` `.zero` the option does nothing.
+        @_spi(Tuning) public var resumesTasksAtSafePoint: Bool = false
 
         /// Creates the default configuration.
         public init() {}

@@ -7,7 +7,7 @@ import Synchronization
 /// handles are pooled and reset between requests. Completions run on the driver thread: keep them
 /// short. Longer work goes through ``scheduleOnTransportThread(_:)`` (which a ``Session`` uses
 /// for its handlers) or ``taskExecutor``: it runs on the driver's thread too, and a standby thread
-/// takes the I/O over if it runs longer than ``Configuration/stallLimit``.
+/// takes the I/O over if it runs longer than `stallLimit`.
 ///
 /// ```swift
 /// let transport = CurlTransport()
@@ -28,7 +28,7 @@ public final class CurlTransport: Transport, ResumingTransport {
     /// A task that prefers it runs there for its whole life: it resumes after each response with no
     /// thread hop, and the requests it starts need no wakeup. (An ordinary task awaiting a
     /// ``Session``'s response gets the same up to its next suspension:
-    /// ``Configuration/resumesTasksAtSafePoint``; preferring this executor also spares the hops
+    /// `resumesTasksAtSafePoint`; preferring this executor also spares the hops
     /// around its other `await`s.)
     ///
     /// ```swift
@@ -43,7 +43,7 @@ public final class CurlTransport: Transport, ResumingTransport {
     /// ```
     ///
     /// While such a task runs, the transport's I/O waits; if it runs longer than
-    /// ``Configuration/stallLimit``, a standby thread takes the I/O over (so a blocking task costs
+    /// `stallLimit`, a standby thread takes the I/O over (so a blocking task costs
     /// other requests at most about two limits). Jobs are not serialized: after a takeover, a job
     /// may run on the new driver thread while a long one finishes on the old. Keep the transport
     /// alive while tasks prefer it; after it shuts down their jobs run on the global concurrent
@@ -142,7 +142,7 @@ public final class CurlTransport: Transport, ResumingTransport {
 
     /// Runs `work` on the driver's thread at its next safe point (before it waits for I/O again),
     /// when called inside a completion; `false` elsewhere or when
-    /// ``Configuration/stallLimit`` is zero. If `work` runs longer than the stall limit, a
+    /// `stallLimit` is zero. If `work` runs longer than the stall limit, a
     /// standby thread takes the I/O over, so `work` may block.
     ///
     /// - Parameter work: What to run.
@@ -162,14 +162,14 @@ public final class CurlTransport: Transport, ResumingTransport {
     package var activeTransferCount: Int { driver.statistics.activeTransfers.load(ordering: .relaxed) }
 
     /// How many times a standby thread took the I/O over from work that ran longer than
-    /// ``Configuration/stallLimit``: a count that grows means handlers (or tasks on the transport's
+    /// `stallLimit`: a count that grows means handlers (or tasks on the transport's
     /// executor) block the transport thread. Worth exporting as a metric.
-    public var stallTakeoverCount: Int { driver.statistics.takeovers.load(ordering: .relaxed) }
+    @_spi(Tuning) public var stallTakeoverCount: Int { driver.statistics.takeovers.load(ordering: .relaxed) }
 
     /// Whether tasks awaiting this transport go on at its safe point: asked for with
-    /// ``Configuration/resumesTasksAtSafePoint`` and the runtime hook installed (`false` when
+    /// `resumesTasksAtSafePoint` and the runtime hook installed (`false` when
     /// another hook was there first, or on a toolchain it was not tested with).
-    public var capturesResumedTasks: Bool { driver.capturesResumedTasks }
+    @_spi(Tuning) public var capturesResumedTasks: Bool { driver.capturesResumedTasks }
 
     /// libcurl easy handles alive (in flight plus pooled for reuse). For tests and diagnostics.
     package var easyHandleCount: Int { driver.statistics.easyHandles.load(ordering: .relaxed) }

@@ -4,7 +4,7 @@ import Glibc
 /// Catches the jobs of tasks that a piece of the driver's safe-point work resumes, so that the
 /// driver runs them itself, at the same safe point, instead of waking a thread of the global
 /// concurrent executor for each. **Opt-in**
-/// (``CurlTransport/Configuration/resumesTasksAtSafePoint``): it needs a process-wide hook.
+/// (`resumesTasksAtSafePoint`): it needs a process-wide hook.
 ///
 /// A task awaiting a response in `value` (with no executor preference and no actor isolation)
 /// is resumed onto the global concurrent executor: Dispatch wakes a pool thread, the task runs
@@ -70,7 +70,7 @@ enum ResumedTaskCapture {
     /// Runs `body` and returns the jobs it enqueued on the global concurrent executor from this
     /// thread, in order, instead of enqueuing them. The caller must run every one of them
     /// (``run(_:)``), or hand it on to the global executor. Only after ``install()`` returned
-    /// `true` (a driver that captures: ``CurlDriver/capturesResumedTasks``).
+    /// `true` (a driver that captures: `capturesResumedTasks`).
     static func collect(_ body: () -> Void) -> [UnownedJob] {
         var jobs: [UnownedJob] = []
         withUnsafeMutablePointer(to: &jobs) { jobs in

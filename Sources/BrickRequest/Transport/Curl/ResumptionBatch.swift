@@ -25,7 +25,7 @@ extension UnsafeContinuation where T == Result<TransportResponse, TransportError
 
 /// The continuations a ``CurlDriver``'s completions resume, gathered during a round of I/O and
 /// resumed together at its next safe point, where the tasks they wake then run
-/// (``ResumedTaskCapture``, ``CurlTransport/Configuration/resumesTasksAtSafePoint``).
+/// (``ResumedTaskCapture``, `resumesTasksAtSafePoint`).
 ///
 /// A task resumed from inside libcurl's completion processing would run on the cooperative pool
 /// while the driver goes on with its round: a pool thread woken per response, and the driver
