@@ -81,7 +81,11 @@ def main():
     if built.returncode != 0:
         sys.exit(f"the prelude does not build:\n{built.stderr}")
     articles = sorted(glob.glob(os.path.join(ROOT, "Sources", "*", "Docs.docc", "*.md")))
-    articles.append(os.path.join(ROOT, "README.md"))
+    # Pages outside DocC, where each snippet stands alone (unless marked `continues`): the README,
+    # the guide and the other pages it sends readers to.
+    pages = ["README.md", "CONTRIBUTING.md", os.path.join("Benchmarks", "README.md")]
+    pages += sorted(os.path.relpath(path, ROOT) for path in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    articles += [os.path.join(ROOT, page) for page in pages]
     failed = checked = skipped = 0
     for article in articles:
         name = os.path.relpath(article, ROOT)
@@ -97,7 +101,7 @@ def main():
                 previous, start = alone[-1]
                 alone[-1] = (previous + code, start)
                 continue
-            if mark == "alone" or name == "README.md":
+            if mark == "alone" or name in pages:
                 alone.append((code, line))
                 continue
             if mark == "member":
@@ -114,7 +118,7 @@ def main():
             span = [(header.count("\n") + 1, header.count("\n") + 1 + code.count("\n"), name, line)]
             if not compile_source(name, header + code, flags, prelude_dir, span):
                 failed += 1
-    print(f"doc snippets: {checked} checked in {len(articles) - 1} articles and the README, {skipped} skipped, {failed} failing")
+    print(f"doc snippets: {checked} checked in {len(articles) - len(pages)} articles and {len(pages)} pages, {skipped} skipped, {failed} failing")
     sys.exit(1 if failed else 0)
 
 

@@ -25,7 +25,7 @@ import Synchronization
 ///   ``recoveredFile`` says where the old one went. A row that does not hold a valid entry is set
 ///   aside as a dead letter with the reason (``damagedRowsSetAside``), never trapped on.
 /// - **Scale.** Opening runs SQLite's `quick_check` and one scan of the pending rows for ones no
-///   query could reach (about 0.4 µs per row; see the README); counts, leases and the next due
+///   query could reach (about 0.4 µs per row; `docs/Guide.md`, "Offline delivery"); counts, leases and the next due
 ///   date are index lookups.
 public final class SQLiteOfflineStore: OfflineStore {
     /// How hard each commit is synced.

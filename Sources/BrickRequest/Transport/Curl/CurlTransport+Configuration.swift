@@ -83,7 +83,7 @@ extension CurlTransport {
         /// while the driver may be asleep in `poll`, which costs a wakeup. Spinning briefly instead
         /// (CPU pause instructions, bounded by this duration) avoids it, but holds a core that the
         /// woken thread may need: with few cores it costs more than the wakeup it saves (the
-        /// README's performance section has the figures). Worth trying only with cores to spare;
+        /// figures are in Benchmarks/README.md). Worth trying only with cores to spare;
         /// at most 1 s.
         ///
         /// Advanced: a tuning knob for benchmarks and machines with cores to spare.
@@ -100,7 +100,7 @@ extension CurlTransport {
         /// more than about two limits. The standby sleeps while there is no such work.
         ///
         /// Each look wakes a thread, so a shorter limit costs CPU while requests flow; the default
-        /// costs no measurable amount (the README's performance section has the figures).
+        /// costs no measurable amount (the figures are in Benchmarks/README.md).
         ///
         /// `.zero` turns this off: handlers then always hop to their queue's thread, and tasks on
         /// `taskExecutor` hold up the I/O for as long as they run. At least 100 µs otherwise; at most 10 s.
