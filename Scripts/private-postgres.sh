@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A private PostgreSQL server for trying BrickOfflinePostgres and for its tests: a cluster of its own
-# in DIR (initdb), run by an unprivileged user, listening on 127.0.0.1 only, on a free port.
+# in DIR (initdb), run by an unprivileged user, listening on 127.0.0.1 only, on a free port (on
+# $PGPORT when it is set and no PID is given: a server to try things against on a port you chose;
+# the test fixture, which passes its PID, always gets a free port).
 #
 #   Scripts/private-postgres.sh start DIR     # prints `export PG…=…` lines: eval "$(… start DIR)"
 #   Scripts/private-postgres.sh start DIR PID # …and stops it and removes DIR once process PID ends
@@ -56,7 +58,11 @@ start)
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
     [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    if [ -n "${PGPORT:-}" ] && [ -z "${3:-}" ]; then
+        port=$PGPORT
+    else
+        port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    fi
     password=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
     umask 077
     printf '%s\n' "$password" >"$dir/password"

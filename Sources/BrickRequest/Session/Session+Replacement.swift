@@ -50,6 +50,7 @@ extension Session {
     ///     Default `false`: every caching endpoint uses the replacement's cache.
     ///   - operation: The code to run.
     /// - Returns: What `operation` returns.
+    @discardableResult
     public func withReplacement<Result>(
         _ replacement: Session,
         keepingEndpointCaches: Bool = false,
@@ -70,6 +71,7 @@ extension Session {
     ///   - keepingEndpointCaches: Whether endpoints that name a cache of their own keep using it.
     ///   - operation: The code to run.
     /// - Returns: What `operation` returns.
+    @discardableResult
     public func withReplacement<Result>(
         _ replacement: Session,
         keepingEndpointCaches: Bool = false,

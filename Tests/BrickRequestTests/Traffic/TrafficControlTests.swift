@@ -43,12 +43,17 @@ final class StartRecorder: Transport {
 /// Records when a session paused a host, and when each request began (before its admission), on
 /// the continuous clock.
 final class PauseTimes: EventMonitor {
-    private let times = Lock<[ContinuousClock.Instant]>([])
+    private let times = Lock<[(at: ContinuousClock.Instant, until: ContinuousClock.Instant)]>([])
     private let began = Lock<[ContinuousClock.Instant]>([])
-    var first: ContinuousClock.Instant? { times.withLock { $0.first } }
+    var first: ContinuousClock.Instant? { times.withLock { $0.first?.at } }
+    /// When the first pause ends, as the event said, on the continuous clock.
+    var firstEnd: ContinuousClock.Instant? { times.withLock { $0.first?.until } }
     var beginTimes: [ContinuousClock.Instant] { began.withLock { $0 } }
     func trafficDidChange(_ event: TrafficEvent) {
-        if case .paused = event.kind { times.withLock { $0.append(.now) } }
+        guard case .paused(let until, _) = event.kind else { return }
+        let now = ContinuousClock.now
+        let end = now.advanced(by: .seconds(until.timeIntervalSinceNow))
+        times.withLock { $0.append((now, end)) }
     }
     func requestDidStart(_ request: TransportRequest) { began.withLock { $0.append(.now) } }
 }
@@ -130,13 +135,16 @@ struct TrafficControlTests {
         }
         #expect(results.count == 200 && results.allSatisfy { $0 })
         let learned = try #require(pauses.first)
+        let pauseEnd = try #require(pauses.firstEnd)
         // None may be admitted after the client learned of the pause and before its end. A request
         // admitted just before it learned still reaches the transport a moment later (a loaded or
         // sanitized run preempts threads between the two): those are the requests that had begun
         // (requestDidStart, before admission) and not yet reached the transport when it learned.
         let starts = recorder.startTimes
         let underWay = pauses.beginTimes.filter { $0 < learned }.count - starts.filter { $0 < learned }.count
-        let during = starts.filter { $0 > learned && learned.duration(to: $0) < .seconds(2) }
+        // Until the pause's end as the event gave it (about 2 s after the 429 arrived, which is a
+        // moment before the monitor heard of it): at its end the waiting calls go, all at once.
+        let during = starts.filter { $0 > learned && $0 < pauseEnd }
         #expect(during.count <= max(0, underWay), "\(during.count) attempts started during the pause; \(underWay) were under way")
         print("simultaneous burst: \(starts.count) attempts for 200 calls; \(starts.filter { $0 < learned }.count) sent before the 429 arrived, \(during.count) of \(underWay) under way then sent after it, the rest after the pause")
     }
