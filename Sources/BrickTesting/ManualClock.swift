@@ -108,15 +108,22 @@ public final class ManualClock: Clock, Sendable {
                     }
                 }
                 schedule(id: id, at: deadline, resumeOnce)
+                // Cancelled before the sleep was registered: `onCancel` ran first and found nothing
+                // to end (a task cancelled as it started slept until the clock was advanced).
+                if Task.isCancelled { removeWaiter(id)?() }
             }
         } onCancel: {
-            let action = state.withLock { state -> (@Sendable () -> Void)? in
-                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.waiters.remove(at: index).action
-            }
-            action?()
+            removeWaiter(id)?()
         }
         try Task.checkCancellation()
+    }
+
+    /// Takes the waiter `id` out of line, returning its action (`nil` when it is not waiting).
+    private func removeWaiter(_ id: Int) -> (@Sendable () -> Void)? {
+        state.withLock { state in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.waiters.remove(at: index).action
+        }
     }
 
     /// Runs `action` when the clock reaches `deadline` (at once if it already has).

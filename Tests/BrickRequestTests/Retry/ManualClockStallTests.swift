@@ -23,3 +23,35 @@ struct ManualClockStallTests {
         #expect(try await call.childValue == Data("{}".utf8))
     }
 }
+
+@Suite("ManualClock: a sleep cancelled before it begins ends at once", .timeLimit(.minutes(1)))
+struct ManualClockCancellationTests {
+    final class Ended: Sendable {
+        let count = Atomic(0)
+    }
+
+    @Test("100 sleeps whose tasks are cancelled as they start all end with CancellationError, none waits for an advance")
+    func cancelledAsItStarts() async throws {
+        let clock = ManualClock()
+        let ended = Ended()
+        var tasks: [Task<Void, Never>] = []
+        for _ in 0..<100 {
+            let task = Task {
+                do {
+                    try await clock.sleep(for: .seconds(3600))
+                } catch is CancellationError {
+                    ended.count.add(1, ordering: .relaxed)
+                } catch {}
+            }
+            // Cancelled before (or while) the sleep registers: before the fix, `onCancel` found no
+            // waiter yet and the sleep then waited for an advance that never came.
+            task.cancel()
+            tasks.append(task)
+        }
+        await eventually { ended.count.load(ordering: .relaxed) == 100 }
+        #expect(ended.count.load(ordering: .relaxed) == 100)
+        #expect(clock.waiterCount == 0)
+        // Awaited only when all ended: a sleep that never ends must fail the test, not wedge the run.
+        if ended.count.load(ordering: .relaxed) == 100 { for task in tasks { await task.value } }
+    }
+}
