@@ -48,6 +48,8 @@ final class ManagerCore: Sendable {
     }
 
     let name: String
+    /// Where the manager logs: the caller's logger or the session's, with `brick.manager` set.
+    let logger: Logger
     let store: any OfflineStore
     let session: Session
     let settings = Lock(Settings())
@@ -68,8 +70,11 @@ final class ManagerCore: Sendable {
     let time: LoopTime
     var leaseDuration: Duration { settings.withLock { $0.leaseDuration } ?? store.leaseDuration }
 
-    init(name: String, store: any OfflineStore, session: Session) {
+    init(name: String, store: any OfflineStore, session: Session, logger: Logger?) {
         self.name = name
+        var logger = logger ?? session.logger
+        logger[metadataKey: "brick.manager"] = "\(name)"
+        self.logger = logger
         self.store = store
         self.session = session
         self.time = LoopTime(clock: session.clock)
@@ -172,7 +177,7 @@ final class ManagerCore: Sendable {
     static let unregisteredPause: Duration = .seconds(3600)
 
     func report(_ failure: String) {
-        session.logger.warning("offline store failed", metadata: ["brick.manager": "\(name)", "error.message": "\(failure)"])
+        logger.warning("offline store failed", metadata: ["error.message": "\(failure)"])
         events.emit(.storeFailed(failure))
     }
 

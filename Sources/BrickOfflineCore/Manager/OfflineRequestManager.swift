@@ -1,5 +1,6 @@
 import BrickRequest
 import Foundation
+import Logging
 import Synchronization
 
 /// Keeps ``OfflineRequest``s on disk until they succeed or fail for a reason other than the
@@ -72,17 +73,20 @@ public final class OfflineRequestManager: Sendable {
     ///   - simultaneousRequestCap: The most requests performed at once (by the fleet, on a shared
     ///     store). Default 10.
     ///   - delegate: Decides and hears what happens; held weakly. Default none.
+    ///   - logger: Where the manager logs what an operator needs (store failures), with
+    ///     `brick.manager` set; give it the worker's label and metadata. Default: the session's logger.
     public init(
         name: String,
         store: any OfflineStore,
         session: Session = .shared,
         simultaneousRequestCap: Int = 10,
-        delegate: (any OfflineRequestManagerDelegate)? = nil
+        delegate: (any OfflineRequestManagerDelegate)? = nil,
+        logger: Logger? = nil
     ) {
         self.name = name
         self.store = store
         self.session = session
-        self.core = ManagerCore(name: name, store: store, session: session)
+        self.core = ManagerCore(name: name, store: store, session: session, logger: logger)
         core.settings.withLock {
             $0.cap = max(1, simultaneousRequestCap)
             $0.delegate = WeakDelegate(delegate)

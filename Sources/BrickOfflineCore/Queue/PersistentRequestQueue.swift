@@ -107,9 +107,9 @@ public final class PersistentRequestQueue: Sendable {
     /// at open, as `SQLiteOfflineStore` does.
     package func reportRecoveredStore(movedAside moved: String) {
         core.emit(.storeRecovered(movedAside: moved))
-        session.logger.warning(
+        core.logger.warning(
             "offline store was damaged; moved aside and started afresh",
-            metadata: ["brick.queue": "\(name)", "brick.store.moved_to": "\(moved)"]
+            metadata: ["brick.store.moved_to": "\(moved)"]
         )
     }
 
@@ -124,6 +124,9 @@ public final class PersistentRequestQueue: Sendable {
     ///   - sensitiveHeaders: More header names `add` refuses to store.
     ///   - simultaneousRequestCap: The most entries attempted at once, by every process sharing
     ///     the store together. Default 1 (strictly one after another, in order).
+    ///   - logger: Where the queue logs what an operator needs (an entry set aside as a dead letter,
+    ///     a store failure, a damaged store moved aside), with `brick.queue` set; give it the
+    ///     worker's label and metadata. Default: the session's logger.
     public init(
         name: String,
         store: any OfflineStore,
@@ -131,7 +134,8 @@ public final class PersistentRequestQueue: Sendable {
         retryInterval: Duration = .seconds(30),
         authenticator: Authenticator? = nil,
         sensitiveHeaders: Set<String> = [],
-        simultaneousRequestCap: Int = 1
+        simultaneousRequestCap: Int = 1,
+        logger: Logger? = nil
     ) {
         self.name = name
         self.store = store
@@ -145,7 +149,8 @@ public final class PersistentRequestQueue: Sendable {
             retryInterval: retryInterval,
             authenticator: authenticator,
             sensitiveHeaders: sensitiveHeaders,
-            cap: simultaneousRequestCap
+            cap: simultaneousRequestCap,
+            logger: logger
         )
     }
 

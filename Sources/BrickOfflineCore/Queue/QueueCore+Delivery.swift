@@ -147,9 +147,9 @@ extension QueueCore {
                     report(leaseLost: entry.id)
                 }
                 emit(.deadLettered(entry.id, reason: reason))
-                session.logger.warning(
+                logger.warning(
                     "offline entry set aside",
-                    metadata: ["brick.queue": "\(name)", "brick.entry.id": "\(entry.id)", "brick.reason": "\(reason)"]
+                    metadata: ["brick.entry.id": "\(entry.id)", "brick.reason": "\(reason)"]
                 )
                 finish(entry.id, .failure(BrickError(.storage, message: "set aside as a dead letter: \(reason)")))
             }
@@ -170,7 +170,7 @@ extension QueueCore {
     }
 
     func report(storeFailure description: String) {
-        session.logger.warning("offline store failed", metadata: ["brick.queue": "\(name)", "error.message": "\(description)"])
+        logger.warning("offline store failed", metadata: ["error.message": "\(description)"])
         emit(.storeFailed(description))
     }
 

@@ -23,6 +23,8 @@ final class QueueCore: Sendable {
     }
 
     let name: String
+    /// Where the queue logs: the caller's logger or the session's, with `brick.queue` set.
+    let logger: Logger
     let store: any OfflineStore
     let session: Session
     let retryInterval: Duration
@@ -49,9 +51,13 @@ final class QueueCore: Sendable {
         retryInterval: Duration,
         authenticator: Authenticator?,
         sensitiveHeaders: Set<String>,
-        cap: Int
+        cap: Int,
+        logger: Logger?
     ) {
         self.name = name
+        var logger = logger ?? session.logger
+        logger[metadataKey: "brick.queue"] = "\(name)"
+        self.logger = logger
         self.store = store
         self.session = session
         self.retryInterval = retryInterval

@@ -1,6 +1,7 @@
 import BrickOfflineCore
 import BrickRequest
 import Foundation
+import Logging
 import Synchronization
 
 extension OfflineRequestManager {
@@ -30,15 +31,18 @@ extension OfflineRequestManager {
     ///   - session: Handed to each request's ``OfflineRequestContext``. Default `.shared`.
     ///   - simultaneousRequestCap: The most requests performed at once. Default 10.
     ///   - delegate: Decides and hears what happens; held weakly. Default none.
+    ///   - logger: Where the manager logs (store failures), with `brick.manager` set. Default: the
+    ///     session's logger.
     /// - Throws: ``OfflineStoreError`` when the store cannot be opened.
     public convenience init(
         name: String,
         directory: URL? = nil,
         session: Session = .shared,
         simultaneousRequestCap: Int = 10,
-        delegate: (any OfflineRequestManagerDelegate)? = nil
+        delegate: (any OfflineRequestManagerDelegate)? = nil,
+        logger: Logger? = nil
     ) throws {
         let store = try SQLiteOfflineStore(name: name, directory: directory ?? PersistentRequestQueue.defaultDirectory)
-        self.init(name: name, store: store, session: session, simultaneousRequestCap: simultaneousRequestCap, delegate: delegate)
+        self.init(name: name, store: store, session: session, simultaneousRequestCap: simultaneousRequestCap, delegate: delegate, logger: logger)
     }
 }

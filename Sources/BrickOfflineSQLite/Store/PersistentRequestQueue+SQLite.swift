@@ -1,6 +1,7 @@
 import BrickOfflineCore
 import BrickRequest
 import Foundation
+import Logging
 
 extension PersistentRequestQueue {
     /// Opens (or creates) the queue `name`, stored in `directory/name.sqlite`.
@@ -15,6 +16,8 @@ extension PersistentRequestQueue {
     ///     `Proxy-Authorization`, that `add` refuses to store (an API key header).
     ///   - synchronous: How hard each commit is synced. Default ``SQLiteOfflineStore/Synchronous/full``.
     ///   - simultaneousRequestCap: The most entries attempted at once. Default 1.
+    ///   - logger: Where the queue logs (dead letters, store failures, a damaged store moved
+    ///     aside), with `brick.queue` set. Default: the session's logger.
     /// - Throws: ``OfflineStoreError`` when the store cannot be opened.
     public convenience init(
         name: String,
@@ -24,7 +27,8 @@ extension PersistentRequestQueue {
         authenticator: Authenticator? = nil,
         sensitiveHeaders: Set<String> = [],
         synchronous: SQLiteOfflineStore.Synchronous = .full,
-        simultaneousRequestCap: Int = 1
+        simultaneousRequestCap: Int = 1,
+        logger: Logger? = nil
     ) throws {
         let store = try SQLiteOfflineStore(
             name: name,
@@ -38,7 +42,8 @@ extension PersistentRequestQueue {
             retryInterval: retryInterval,
             authenticator: authenticator,
             sensitiveHeaders: sensitiveHeaders,
-            simultaneousRequestCap: simultaneousRequestCap
+            simultaneousRequestCap: simultaneousRequestCap,
+            logger: logger
         )
         if let moved = store.recoveredFile { reportRecoveredStore(movedAside: moved) }
     }
