@@ -111,6 +111,10 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The date of a server's `Retry-After` the call did not wait for.
     package var serverNotBefore: Date?
 
+    /// Retries made before the call failed with this error (0: it failed at its first attempt),
+    /// so that the description says a `503` came after three retries, not at once.
+    package var retriesBefore = 0
+
     /// Compares codes only.
     public static func == (lhs: BrickError, rhs: BrickError) -> Bool { lhs.code == rhs.code }
 
@@ -118,6 +122,7 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         var text = "BrickError.\(code): \(message)"
         if let status { text += " (status \(status.code))" }
+        if retriesBefore > 0 { text += " after \(retriesBefore) \(retriesBefore == 1 ? "retry" : "retries")" }
         if let transport = underlying as? TransportError, transport.message == message {
             // The same sentence twice says nothing: only what the transport error adds.
             text += transport.details

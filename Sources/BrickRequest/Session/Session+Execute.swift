@@ -316,10 +316,11 @@ extension Session {
         case .failure(let error):
             // A download that will not be tried again leaves no partial file behind.
             error.partialDownload?.discard()
-            let brickError =
+            var brickError =
                 wasCancelled || error.kind == .cancelled
                 ? BrickError(.cancelled, message: "the request was cancelled", underlying: error)
                 : BrickError.transport(error)
+            brickError.retriesBefore = retries
             if prepared.logsRequests, brickError.code != .cancelled {
                 // The caller gets the error; a library logs it only for those who ask (debug).
                 // Held back by the host's policy: the change itself was logged once, at info.
@@ -346,6 +347,7 @@ extension Session {
                 return outcome
             } catch {
                 var error = error
+                error.retriesBefore = retries
                 if let declinedRetryDate { error.serverNotBefore = declinedRetryDate }
                 var outcome = Outcome(request: request, ending: .failed(error, response), retryCount: retries)
                 outcome.notBefore = declinedRetryDate

@@ -221,6 +221,21 @@ struct SessionRetryTests {
         #expect(monitor.count == 1)
     }
 
+    @Test("an error after retries says how many were made; one at the first attempt says nothing of retries")
+    func errorSaysRetries() async throws {
+        let stub = StubTransport()
+        stub.stub(.get, "/down", .status(.serviceUnavailable), .status(.serviceUnavailable), .status(.serviceUnavailable), .status(.serviceUnavailable))
+        stub.stub(.get, "/once", .status(.serviceUnavailable))
+        let session = Session.testing(stub)
+        let retried = await Flaky("https://api.example.com/down", session: session, retry: .soft).response()
+        #expect(retried.retryCount == 3)
+        let error = try #require(retried.error)
+        #expect("\(error)".hasSuffix("(status 503) after 3 retries"), "\(error)")
+        let once = await Flaky("https://api.example.com/once", session: session, retry: .none).response()
+        let first = try #require(once.error)
+        #expect(!"\(first)".contains("retr"), "\(first)")
+    }
+
     @Test("cancel() during a backoff wait delivers the cancellation at once, via response(_:)")
     func cancelWhileWaiting() async throws {
         stub.stub(.get, "/slow", .status(.serviceUnavailable))
