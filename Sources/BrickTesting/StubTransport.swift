@@ -118,12 +118,18 @@ public final class StubTransport: Transport {
     private let state = Lock(State())
     private let clock: ManualClock?
     private let queue = DispatchQueue(label: "BrickTesting.StubTransport")
+    /// Where the stub was made: an unscripted request is reported there, in the test's file.
+    private let sourceLocation: SourceLocation
 
     /// Creates a stub with no scripts.
     ///
-    /// - Parameter clock: The clock that delayed responses wait on; without one, delays are ignored.
-    public init(clock: ManualClock? = nil) {
+    /// - Parameters:
+    ///   - clock: The clock that delayed responses wait on; without one, delays are ignored.
+    ///   - sourceLocation: Where a request with no script is reported; default, where the stub is
+    ///     made (the test's line, not this file's).
+    public init(clock: ManualClock? = nil, sourceLocation: SourceLocation = #_sourceLocation) {
         self.clock = clock
+        self.sourceLocation = sourceLocation
     }
 
     /// Scripts the responses for requests whose path matches `path` (exact, or a prefix ending in
@@ -209,7 +215,8 @@ public final class StubTransport: Transport {
         }
         guard let scripted else {
             Issue.record(
-                "StubTransport has no script for \(request.method) \(request.head.path ?? "/"); add one with stub(_:_:_:)"
+                "StubTransport has no script for \(request.method) \(request.head.path ?? "/"); add one with stub(_:_:_:)",
+                sourceLocation: sourceLocation
             )
             queue.async {
                 deliver(

@@ -77,11 +77,15 @@ struct SessionTests {
 
     @Test("a request with no script fails the test loudly (unimplemented by default)")
     func unimplemented() async throws {
+        let stubLine = #line + 1
         let stub = StubTransport()
         let delivered = Delivered<Response<JSON, BrickError>>()
-        // resume() hands the request to the transport synchronously, so the issue is recorded here.
+        // resume() hands the request to the transport synchronously, so the issue is recorded here,
+        // and at the line that made the stub (not in StubTransport.swift).
         withKnownIssue("StubTransport has no script") {
             StubbedUser(session: Session.testing(stub)).response { delivered.add($0) }.resume()
+        } matching: { issue in
+            issue.sourceLocation?.line == stubLine && issue.sourceLocation?.fileName == "SessionTests.swift"
         }
         let response = try await delivered.first()
         #expect(response.error?.transportError?.message.contains("no stub for GET /users/1") == true)
