@@ -78,7 +78,7 @@ final class ManagerCore: Sendable {
         self.store = store
         self.session = session
         self.time = LoopTime(clock: session.clock)
-        self.loop = DeliveryLoop(session: session, headOfLineAtCapOne: true)
+        self.loop = DeliveryLoop(session: session, time: time, headOfLineAtCapOne: true)
     }
 
     func now() -> Date { time.now() }

@@ -66,7 +66,7 @@ final class QueueCore: Sendable {
         self.sensitiveHeaders = sensitiveHeaders.union(session.configuration.sensitiveHeaders)
         self.cap = max(1, cap)
         self.time = LoopTime(clock: session.clock)
-        self.loop = DeliveryLoop(session: session)
+        self.loop = DeliveryLoop(session: session, time: time)
     }
 
     func now() -> Date { time.now() }

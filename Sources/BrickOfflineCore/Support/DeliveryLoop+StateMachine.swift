@@ -82,9 +82,6 @@ extension DeliveryLoop {
             }
         }
 
-        /// What the loop does after a lease that returned nothing (see ``IdleWake``).
-        package typealias Idle = IdleWake
-
         package private(set) var phase: Phase = .idle
         package private(set) var running: [OfflineEntry.ID: Attempt] = [:]
         /// Whether the last lease came back empty while an entry was due.
@@ -181,7 +178,7 @@ extension DeliveryLoop {
         }
 
         /// A lease returned nothing; `due` is when the store's next entry is due (`nil`: none).
-        package mutating func leasedNothing(due: Date?, now: Date, storeWakes: Bool) -> Idle {
+        package mutating func leasedNothing(due: Date?, now: Date, storeWakes: Bool) -> IdleWake {
             guard phase == .running else { return .sleep(until: nil) }
             let decision = IdleWake.decide(due: due, now: now, emptyBefore: emptyWithDue, storeWakes: storeWakes)
             switch decision {

@@ -58,11 +58,12 @@ package final class DeliveryLoop: Sendable {
     /// - Parameter session: The session whose clock the loop sleeps on and whose reachability
     ///   changes wake it.
     /// - Parameters:
-    ///   - session: The session whose clock the loop sleeps on and whose reachability changes
-    ///     wake it.
+    ///   - session: The session whose reachability changes wake the loop.
+    ///   - time: The owner's clock (the session's), whose dates the policy's `now()` gives: one
+    ///     origin for the dates the loop sleeps until and those it stores.
     ///   - headOfLineAtCapOne: At a cap of 1, lease only the head of the queue (the manager).
-    init(session: Session, headOfLineAtCapOne: Bool = false) {
-        self.time = LoopTime(clock: session.clock)
+    init(session: Session, time: LoopTime, headOfLineAtCapOne: Bool = false) {
+        self.time = time
         self.reachability = { session.reachability.changes() }
         self.state = Lock(State(machine: StateMachine(headOfLineAtCapOne: headOfLineAtCapOne)))
     }
@@ -78,9 +79,6 @@ package final class DeliveryLoop: Sendable {
 
     /// Whether the attempt of `id` is to be handed back when it ends (a stop's grace period ended).
     func isHandingBack(_ id: OfflineEntry.ID) -> Bool { state.withLock { $0.machine.isHandingBack(id) } }
-
-    /// Whether the loop is closed (or its owner gone).
-    var isClosed: Bool { state.withLock { $0.machine.phase == .closed } }
 
     /// Whether the loop takes entries now.
     var isRunning: Bool { state.withLock { $0.machine.phase == .running } }

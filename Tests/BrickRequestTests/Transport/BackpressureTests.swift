@@ -29,14 +29,14 @@ struct BackpressureTests {
             )
             let task = Task { await transport.result(request) }
             await eventually { counts.state.withLock { $0.pieces } == 1 }
-            // Real time past the idle timeout (1 s), which is what is shown: a paused transfer is
-            // not ended as idle. Then follow-up requests on the same transport (its one thread) run
-            // to their end: its loop went round with the rest of the 4 MB waiting in the socket.
-            try await Task.sleep(for: .milliseconds(1500))
-            for _ in 0..<3 {
-                let followUp = await transport.result(try get(server.baseURL + "/get"))
-                #expect(followUp.failure == nil)
-            }
+            // The barrier: a control transfer, started after the pause on the same transport (its
+            // one thread), to a server that never answers. Once it has failed as idle, the paused
+            // transfer has been still for longer than the idle timeout too, and the transport's
+            // loop went round with the rest of the 4 MB waiting in the socket. No sleep.
+            server.script("/stall", [.stall])
+            let control = await transport.result(try get(server.baseURL + "/stall"))
+            #expect(control.failure?.kind == .timedOut)
+            #expect(control.failure?.message.contains("idle timeout") == true)
             // Paused after the first piece: nothing more arrived, and nothing failed.
             #expect(counts.state.withLock { $0.pieces } == 1)
             #expect(transport.activeTransferCount == 1)
