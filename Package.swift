@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "BrickRequest", targets: ["BrickRequest"]),
+        .library(name: "BrickRequestCore", targets: ["BrickRequestCore"]),
         .library(name: "BrickTesting", targets: ["BrickTesting"]),
         .library(name: "BrickOffline", targets: ["BrickOffline"]),
         .library(name: "BrickTestServer", targets: ["BrickTestServer"]),
@@ -49,13 +50,39 @@ let package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"]), .yum(["zlib-devel"])]
         ),
+        // The core: bricks, sessions, retries, the cache rules, traffic control and the `Transport`
+        // seam, with no C import. A transport of your own needs nothing else.
+        .target(
+            name: "BrickRequestCore",
+            dependencies: [
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The libcurl transport (CCurl; CRuntimeHook for its opt-in safe-point resumption).
+        .target(
+            name: "BrickCurl",
+            dependencies: [
+                "BrickRequestCore",
+                "CCurl",
+                "CRuntimeHook",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Reachability from the kernel's routing table (rtnetlink).
+        .target(
+            name: "BrickNetlink",
+            dependencies: ["BrickRequestCore", "CNetlink"]
+        ),
+        // What users import: the three above, re-exported, and the defaults that join them
+        // (`Session(configuration:)` on a CurlTransport, `Session.shared`).
         .target(
             name: "BrickRequest",
             dependencies: [
-                "CCurl",
-                "CNetlink",
-                "CRuntimeHook",
-                .product(name: "HTTPTypes", package: "swift-http-types"),
+                "BrickRequestCore",
+                "BrickCurl",
+                "BrickNetlink",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -23,6 +23,10 @@ FORBIDDEN = {
     "OutboxWorker": {"GRDB"},
     "BrickOffline": {"PostgresNIO", "ServiceLifecycle"},
 }
+# target → targets of this package it must never build: the core names no transport and imports no C.
+FORBIDDEN_TARGETS = {
+    "BrickRequestCore": {"CCurl", "CNetlink", "CRuntimeHook", "CZlib", "BrickCurl", "BrickNetlink"},
+}
 
 
 def main():
@@ -31,6 +35,16 @@ def main():
     ).stdout
     targets = {target["name"]: target for target in json.loads(described)["targets"]}
     failures = []
+    for root, forbidden in FORBIDDEN_TARGETS.items():
+        reached, queue = {root: [root]}, [root]
+        while queue:
+            name = queue.pop(0)
+            for dependency in targets.get(name, {}).get("target_dependencies", []):
+                if dependency in forbidden:
+                    failures.append(f"{root} builds {dependency}: {' → '.join(reached[name] + [dependency])}")
+                if dependency in targets and dependency not in reached:
+                    reached[dependency] = reached[name] + [dependency]
+                    queue.append(dependency)
     for root, forbidden in FORBIDDEN.items():
         if root not in targets:
             failures.append(f"{root}: no such target")
@@ -52,7 +66,7 @@ def main():
         print(f"check-build-closures: {failure}")
     if failures:
         sys.exit(1)
-    print(f"check-build-closures: {len(FORBIDDEN)} targets build only what they promise")
+    print(f"check-build-closures: {len(FORBIDDEN) + len(FORBIDDEN_TARGETS)} targets build only what they promise")
 
 
 if __name__ == "__main__":

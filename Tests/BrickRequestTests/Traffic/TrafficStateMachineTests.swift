@@ -1,4 +1,5 @@
-@testable import BrickRequest
+import BrickRequest
+@testable import BrickRequestCore
 import Foundation
 import Testing
 

@@ -1,0 +1,174 @@
+internal import CCurl
+import FoundationEssentials
+import Glibc
+@_spi(TransportImplementation) @_spi(Tuning) import BrickRequestCore
+
+/// Turns a libcurl result into a ``TransportError``, keeping the code, `errno` and whether the
+/// request was (partly) sent. The table is ``kind(code:osErrno:)``, by `CURLE_*` name; before it,
+/// an error a callback of ours set (``Transfer/abortError``: body too large, a bad response, a
+/// file error, a stream that stopped) explains libcurl's generic `CURLE_WRITE_ERROR` or
+/// `CURLE_ABORTED_BY_CALLBACK`, a socket that could not be opened (EMFILE, ENOBUFS, …) is
+/// ``TransportError/Kind/outOfResources``, and the protocol violations libcurl reports as a lost
+/// connection or a local failure (``protocolViolation(code:message:transfer:osErrno:)``) are
+/// ``TransportError/Kind/invalidResponse``.
+package enum CurlErrorMapping {
+    /// What a TLS failure was, in words a reader acts on, before OpenSSL's own text; `nil` for
+    /// a code that is not a TLS failure of the handshake or the certificate.
+    ///
+    /// - Parameters:
+    ///   - code: libcurl's code (35 the handshake, 60 the certificate's verification).
+    ///   - message: libcurl's message (OpenSSL's reason).
+    package static func tlsDescription(code: Int, message: String) -> String? {
+        let lowered = message.lowercased()
+        switch code {
+        case 35:  // CURLE_SSL_CONNECT_ERROR
+            if lowered.contains("protocol version") || lowered.contains("unsupported protocol")
+                || lowered.contains("no protocols available")
+            {
+                return "TLS handshake failed: the server offers no TLS version this client accepts "
+                    + "(TLS 1.2 or later): \(message)"
+            }
+            if lowered.contains("wrong version number") {
+                return "TLS handshake failed: the server did not answer in TLS (plain HTTP on an https URL?): \(message)"
+            }
+            if lowered.contains("ssl_error_syscall") || lowered.contains("unexpected eof")
+                || lowered.contains("connection reset")
+            {
+                return "TLS handshake failed: the server closed the connection during the handshake: \(message)"
+            }
+            return "TLS handshake failed: \(message)"
+        case 60:  // CURLE_PEER_FAILED_VERIFICATION
+            return "the server's certificate was refused: \(message)"
+        default:
+            return nil
+        }
+    }
+
+    /// Which limit a libcurl timeout (code 28) was, named as the configuration names it, before
+    /// libcurl's text; `nil` for another code. (The idle timeout is the driver's own and says so.)
+    ///
+    /// - Parameters:
+    ///   - code: libcurl's code.
+    ///   - message: libcurl's message.
+    ///   - connected: Whether the connection was established before the limit expired.
+    package static func timeoutDescription(code: Int, message: String, connected: Bool) -> String? {
+        guard code == 28 else { return nil }  // CURLE_OPERATION_TIMEDOUT
+        let lowered = message.lowercased()
+        if lowered.hasPrefix("resolving timed out") {
+            return "connect timeout: the host name was not resolved in time: \(message)"
+        }
+        // libcurl's own words first ("Operation timed out" is the whole-request limit, even for a
+        // request still waiting for a connection); otherwise whether a connection was made.
+        if lowered.hasPrefix("operation timed out") || (connected && !lowered.hasPrefix("connection timed out")) {
+            return "request timeout: the whole request took longer than its limit: \(message)"
+        }
+        return "connect timeout: no connection was established in time: \(message)"
+    }
+
+    static func error(code: CURLcode, easy: EasyHandle, transfer: Transfer) -> TransportError {
+        let sent = easy.sentRequestBytes
+        if let abort = transfer.abortError {
+            return TransportError(
+                abort.kind,
+                message: abort.message,
+                curlCode: Int(code.rawValue),
+                osErrno: abort.osErrno,
+                requestBytesSent: sent || abort.requestBytesSent
+            )
+        }
+        let osErrno = Int32(easy.long(CURLINFO_OS_ERRNO))
+        var message = easy.errorMessage
+        if message.isEmpty { message = String(cString: curl_easy_strerror(code)) }
+        if code == CURLE_COULDNT_CONNECT, transfer.connection.socketErrno != 0 {
+            let reason = String(cString: strerror(transfer.connection.socketErrno))
+            return TransportError(
+                .outOfResources,
+                message: "cannot open a socket: \(reason)"
+                    + (transfer.connection.socketErrno == EMFILE
+                        ? " (the process's limit of open files, ulimit -n, is used up)" : ""),
+                curlCode: Int(code.rawValue),
+                osErrno: transfer.connection.socketErrno,
+                requestBytesSent: false
+            )
+        }
+        if let violation = protocolViolation(code: code, message: message, transfer: transfer, osErrno: osErrno) {
+            return TransportError(
+                .invalidResponse,
+                message: violation,
+                curlCode: Int(code.rawValue),
+                requestBytesSent: sent
+            )
+        }
+        return TransportError(
+            kind(code: code, osErrno: osErrno),
+            message: tlsDescription(code: Int(code.rawValue), message: message)
+                ?? timeoutDescription(
+                    code: Int(code.rawValue),
+                    message: message,
+                    connected: easy.offset(CURLINFO_CONNECT_TIME_T) > 0
+                ) ?? message,
+            curlCode: Int(code.rawValue),
+            osErrno: osErrno == 0 ? nil : osErrno,
+            requestBytesSent: sent
+        )
+    }
+
+    /// What the server did wrong, when libcurl reports a protocol violation with a result code
+    /// that otherwise means a lost connection or a local failure; `nil` for anything else.
+    static func protocolViolation(code: CURLcode, message: String, transfer: Transfer, osErrno: Int32) -> String? {
+        switch code {
+        case CURLE_RECV_ERROR where osErrno == 0:
+            if message.contains("chunked-encoding") {
+                return "the server sent a malformed chunked body (\(message))"
+            }
+            if message.contains("Too large response headers") {
+                return "the server sent a response header block larger than libcurl accepts (\(message))"
+            }
+            return nil
+        case CURLE_OUT_OF_MEMORY where transfer.header.state != .complete && transfer.easy?.sentRequestBytes == true:
+            // libcurl refuses a header line longer than CURL_MAX_HTTP_HEADER (100 KiB) this way.
+            return "the server sent a response header line longer than libcurl accepts (100 KiB)"
+        default:
+            return nil
+        }
+    }
+
+    /// The kind of a libcurl result: the table, by name.
+    static func kind(code: CURLcode, osErrno: Int32) -> TransportError.Kind {
+        switch code {
+        case CURLE_COULDNT_RESOLVE_HOST:
+            return .cannotResolveHost  // DNS gave no address: usually no network
+        case CURLE_COULDNT_RESOLVE_PROXY:
+            return .cannotResolveProxy
+        case CURLE_COULDNT_CONNECT:
+            switch osErrno {
+            case ENETUNREACH, EHOSTUNREACH, ENETDOWN: return .notConnected  // no route
+            default: return .cannotConnect  // refused, no listener: nothing was sent
+            }
+        case CURLE_OPERATION_TIMEDOUT:
+            return .timedOut  // connect or whole-request limit (the idle timeout is the driver's own)
+        case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_CERTPROBLEM,
+            CURLE_SSL_CIPHER, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_ENGINE_INITFAILED, CURLE_USE_SSL_FAILED,
+            CURLE_SSL_CACERT_BADFILE, CURLE_SSL_SHUTDOWN_FAILED, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR,
+            CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS:
+            return .tls  // handshake, certificate, pin
+        case CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_SEND_ERROR, CURLE_RECV_ERROR:
+            return .connectionReset  // the connection was lost mid-exchange
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_WEIRD_SERVER_REPLY, CURLE_HTTP2, CURLE_BAD_CONTENT_ENCODING,
+            CURLE_HTTP2_STREAM:
+            return .invalidResponse  // the server broke the protocol
+        case CURLE_FILESIZE_EXCEEDED:
+            return .bodyTooLarge  // Content-Length above the limit
+        case CURLE_URL_MALFORMAT:
+            return .invalidRequest
+        case CURLE_READ_ERROR:
+            return .fileIO  // the request body could not be read
+        case CURLE_ABORTED_BY_CALLBACK:
+            return .cancelled
+        case CURLE_TOO_MANY_REDIRECTS:
+            return .tooManyRedirects  // only if libcurl followed them itself
+        default:
+            return .other
+        }
+    }
+}
