@@ -18,7 +18,7 @@ import Synchronization
 ///
 /// When the last reference to a transport goes away, its driver thread stops and every request
 /// still in flight fails with ``TransportError/Kind/shutdown``.
-public final class CurlTransport: Transport, ResumingTransport {
+public final class CurlTransport: ThreadedTransport, ResumingTransport {
     private let driver: CurlDriver
     /// The continuations of tasks awaiting this transport, resumed at the driver's safe point.
     private let resumptions: ResumptionBatch
@@ -52,7 +52,7 @@ public final class CurlTransport: Transport, ResumingTransport {
     public let taskExecutor: any TaskExecutor
 
     /// ``taskExecutor``.
-    @_spi(TransportImplementation) public var preferredTaskExecutor: (any TaskExecutor)? { taskExecutor }
+    package var preferredTaskExecutor: (any TaskExecutor)? { taskExecutor }
 
     /// Creates a transport and starts its driver thread.
     ///
@@ -148,7 +148,7 @@ public final class CurlTransport: Transport, ResumingTransport {
     ///
     /// - Parameter work: What to run.
     /// - Returns: Whether the driver took `work`.
-    @_spi(TransportImplementation) public func scheduleOnTransportThread(_ work: @escaping @Sendable () -> Void) -> Bool {
+    package func scheduleOnTransportThread(_ work: @escaping @Sendable () -> Void) -> Bool {
         driver.scheduleAtSafePoint(.work(work))
     }
 

@@ -32,7 +32,7 @@ public struct CallbackQueue: Sendable {
 
     /// A private serial queue (the default): handlers run one at a time, in completion order.
     ///
-    /// When the transport offers it (``Transport/scheduleOnTransportThread(_:)``, as
+    /// When the transport offers it (``ThreadedTransport/scheduleOnTransportThread(_:)``, as
     /// ``CurlTransport`` does), the queue is drained on the transport's own thread right after the
     /// responses arrive, with no thread hop; a handler that runs long (past
     /// `stallLimit`) keeps that thread while a standby takes the I/O
@@ -71,7 +71,7 @@ final class CallbackDispatcher: Sendable {
     }
 
     private let queue: DispatchQueue?
-    /// The transport's ``Transport/scheduleOnTransportThread(_:)``, set when drains may run on its
+    /// The transport's ``ThreadedTransport/scheduleOnTransportThread(_:)``, set when drains may run on its
     /// thread (a closure: calling it costs less than copying the transport's existential).
     private let scheduleOnTransportThread: (@Sendable (@escaping @Sendable () -> Void) -> Bool)?
     private let pending = Lock(Pending())
@@ -80,7 +80,12 @@ final class CallbackDispatcher: Sendable {
         switch callbackQueue.kind {
         case .dispatch(let queue): (self.queue, scheduleOnTransportThread) = (queue, nil)
         case .serial(let queue):
-            (self.queue, scheduleOnTransportThread) = (queue, { transport.scheduleOnTransportThread($0) })
+            self.queue = queue
+            if let threaded = transport as? any ThreadedTransport {
+                scheduleOnTransportThread = { threaded.scheduleOnTransportThread($0) }
+            } else {
+                scheduleOnTransportThread = nil
+            }
         case .transportThread: (self.queue, scheduleOnTransportThread) = (nil, nil)
         }
     }

@@ -123,7 +123,9 @@ public final class Session: Sendable {
     ///     …
     /// }
     /// ```
-    public var preferredTaskExecutor: (any TaskExecutor)? { transport.preferredTaskExecutor }
+    public var preferredTaskExecutor: (any TaskExecutor)? {
+        (transport as? any ThreadedTransport)?.preferredTaskExecutor
+    }
 
     /// How many requests this session runs now: begun (by `resume()`, `response()`, `value`, …)
     /// and not yet completed or cancelled, retry waits and requests parked until the network

@@ -28,39 +28,34 @@ public protocol Transport: Sendable {
     /// opened before may be dead and must not be reused. A ``Session`` calls it on every change its
     /// ``ReachabilityMonitor`` reports. The default does nothing.
     func networkDidChange()
+}
 
+extension Transport {
+    /// Does nothing: a transport without a connection pool has nothing to forget.
+    public func networkDidChange() {}
+}
+
+/// A ``Transport`` with a thread of its own that it lends to the code answering its completions:
+/// a ``Session`` drains its default callback queue there, and ``Session/preferredTaskExecutor``
+/// is its executor. The curl transport is the one (`package`: the hand-off's contract with the
+/// session's callback queue is this package's own).
+package protocol ThreadedTransport: Transport {
     /// Runs `work` on the transport's own thread soon after the current completion returns, at a
     /// point where the transport is between rounds of I/O, so that code answering a completion
     /// needs no thread hop. `work` may block: a transport that accepts it keeps its I/O going on
     /// another thread when `work` runs too long (`stallLimit`).
     ///
     /// Only meaningful inside a completion. Returns `false`, without running `work`, when called
-    /// elsewhere or when the transport does not offer it (the default); the caller then runs `work`
-    /// its own way. A ``Session`` uses it to drain its default callback queue.
+    /// elsewhere; the caller then runs `work` its own way. A ``Session`` uses it to drain its default callback queue.
     ///
     /// - Parameter work: What to run.
     /// - Returns: Whether the transport took `work`.
-    @_spi(TransportImplementation) func scheduleOnTransportThread(_ work: @escaping @Sendable () -> Void) -> Bool
+    func scheduleOnTransportThread(_ work: @escaping @Sendable () -> Void) -> Bool
 
     /// An executor for tasks that run this transport's requests, on which they resume after each
-    /// response with no thread hop (``CurlTransport/taskExecutor``), or `nil` (the default) when
-    /// the transport has none. Pass it to `Task(executorPreference:)` or
-    /// `TaskGroup.addTask(executorPreference:)`; `nil` there means no preference.
-    @_spi(TransportImplementation) var preferredTaskExecutor: (any TaskExecutor)? { get }
-}
-
-extension Transport {
-    /// Does nothing: a transport without a connection pool has nothing to forget.
-    public func networkDidChange() {}
-
-    /// Declines: the caller runs the work on its own queue.
-    ///
-    /// - Parameter work: Not run.
-    /// - Returns: `false`.
-    @_spi(TransportImplementation) public func scheduleOnTransportThread(_ work: @escaping @Sendable () -> Void) -> Bool { false }
-
-    /// `nil`: no executor of the transport's own.
-    @_spi(TransportImplementation) public var preferredTaskExecutor: (any TaskExecutor)? { nil }
+    /// response with no thread hop (`CurlTransport.taskExecutor`), or `nil` when it has none. Pass it to
+    /// `Task(executorPreference:)` or `TaskGroup.addTask(executorPreference:)`; `nil` there means no preference.
+    var preferredTaskExecutor: (any TaskExecutor)? { get }
 }
 
 /// A handle to a request started on a ``Transport``.
