@@ -260,17 +260,52 @@ let package = Package(
             ],
             path: "Tests/Probes/FleetProbe"
         ),
+        // What the offline test targets share (not a product): the queue's test brick, a store's
+        // place on SQLite or PostgreSQL, the private PostgreSQL server the tests start.
+        .target(
+            name: "BrickOfflineTestSupport",
+            dependencies: [
+                "BrickOffline", "BrickOfflinePostgres", "BrickRequest", "BrickTesting", "BrickTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/OfflineSupport"
+        ),
         .testTarget(
             name: "BrickOfflineTests",
             dependencies: [
-                "BrickLifecycle", "BrickOffline", "BrickOfflineMetrics", "BrickOfflinePostgres", "BrickRequest",
+                "BrickOffline", "BrickOfflineTestSupport", "BrickRequest",
+                "BrickTesting", "BrickTestServer", "BrickTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The PostgreSQL store: a fleet, its fenced leases, the outbox, the fixture's cleanup.
+        .testTarget(
+            name: "BrickOfflinePostgresTests",
+            dependencies: [
+                "BrickLifecycle", "BrickOffline", "BrickOfflinePostgres", "BrickOfflineTestSupport", "BrickRequest",
+                "BrickTesting", "BrickTestServer", "BrickTestSupport",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "BrickLifecycleTests",
+            dependencies: [
+                "BrickLifecycle", "BrickOffline", "BrickOfflineMetrics", "BrickOfflineTestSupport", "BrickRequest",
                 "BrickTesting", "BrickTestServer", "BrickTestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        // The test doubles themselves (ManualClock, StubTransport).
+        .testTarget(
+            name: "BrickTestingTests",
+            dependencies: ["BrickRequest", "BrickTesting", "BrickTestServer", "BrickTestSupport"]
         ),
         // The client in Generated/ is swift-openapi-generator's output for openapi.yaml, committed
         // (Scripts/generate-openapi-client.sh regenerates it), so CI never builds the generator.
@@ -287,6 +322,7 @@ let package = Package(
             name: "BrickInstrumentTests",
             dependencies: [
                 "BrickRequest", "BrickMetrics", "BrickTracing", "BrickTesting", "BrickTestServer", "BrickTestSupport",
+                "BrickOffline", "BrickOfflineMetrics", "BrickOfflineTestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
@@ -329,25 +365,16 @@ if Context.environment["BRICK_FUZZ"] != nil {
 // only add build time under instrumentation (PostgreSQL, OpenAPI, tracing, the integration tests).
 if Context.environment["BRICK_SANITIZER_SUBSET"] != nil {
     let kept: Set<String> = [
-        "CCurl", "CNetlink", "CRuntimeHook", "CZlib", "BrickRequest", "BrickOffline", "BrickOfflineCore",
-        "BrickOfflineSQLite", "BrickTesting",
-        "BrickTestServer", "BrickTestSupport", "BrickLifecycle", "BrickOfflineMetrics", "brick-offline-probe",
-        "BrickRequestTests", "BrickOfflineTests",
+        "CCurl", "CNetlink", "CRuntimeHook", "CZlib", "BrickRequestCore", "BrickCurl", "BrickNetlink", "BrickRequest",
+        "BrickOffline", "BrickOfflineCore", "BrickOfflineSQLite", "BrickTesting",
+        "BrickTestServer", "BrickTestSupport", "BrickOfflineTestSupport", "brick-offline-probe",
+        "BrickLifecycle", "BrickOfflineMetrics", "BrickRequestTests", "BrickOfflineTests", "BrickLifecycleTests",
     ]
     package.targets = package.targets.filter { kept.contains($0.name) }
     package.products = package.products.filter { $0.name == "BrickRequest" || $0.name == "BrickOffline" }
-    for target in package.targets where target.name == "BrickOfflineTests" {
-        target.exclude += [
-            "FleetTests.swift", "PostgresConfigurationTests.swift", "PostgresFixture.swift", "OutboxTests.swift",
-            "PostgresHostileStateTests.swift", "FixtureCleanupTests.swift",
-        ]
-        target.dependencies = [
-            "BrickLifecycle", "BrickOffline", "BrickOfflineMetrics", "BrickRequest", "BrickTesting", "BrickTestServer",
-            "BrickTestSupport", .product(name: "MetricsTestKit", package: "swift-metrics"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            .product(name: "GRDB", package: "GRDB.swift"),
-            .product(name: "HTTPTypes", package: "swift-http-types"),
-        ]
+    for target in package.targets where target.name == "BrickOfflineTestSupport" {
+        target.exclude += ["PostgresFixture.swift"]
+        target.dependencies = ["BrickOffline", "BrickRequest", "BrickTesting", "BrickTestSupport"]
         target.swiftSettings = (target.swiftSettings ?? []) + [.define("BRICK_SQLITE_ONLY")]
     }
 }

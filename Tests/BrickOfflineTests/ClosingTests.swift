@@ -1,3 +1,4 @@
+import BrickOfflineTestSupport
 import BrickOffline
 import BrickRequest
 import BrickTestServer

@@ -1,3 +1,4 @@
+import BrickOfflineTestSupport
 import BrickOffline
 import BrickRequest
 import BrickTestServer
@@ -10,11 +11,7 @@ import Testing
 @Suite("Offline queue under kill -9, in processes of their own", .serialized, .timeLimit(.minutes(5)))
 struct CrashTests {
     static var probePath: String {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        let executable = String(decoding: buffer[0..<max(length, 0)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return URL(fileURLWithPath: executable).deletingLastPathComponent()
-            .appendingPathComponent("brick-offline-probe").path
+        testProductsDirectory.appendingPathComponent("brick-offline-probe").path
     }
 
     /// A running probe whose output is read line by line. Spawned with `posix_spawn`

@@ -1,3 +1,4 @@
+import BrickOfflineTestSupport
 import BrickOffline
 @_spi(TransportImplementation) import BrickRequest
 import Foundation

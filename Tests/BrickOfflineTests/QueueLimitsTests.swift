@@ -1,3 +1,4 @@
+import BrickOfflineTestSupport
 import BrickOffline
 import BrickRequest
 import BrickTestServer
@@ -5,19 +6,6 @@ import BrickTestSupport
 import Foundation
 import Synchronization
 import Testing
-
-/// A POST brick with limits of its own: a timeout and a largest response.
-final class LimitedPost: Component, POSTRequestType {
-    let urlString: String
-    let timeout: Duration?
-    let maxResponseSize: Int64?
-    init(_ url: String, timeout: Duration? = nil, maxResponseSize: Int64? = nil) {
-        self.urlString = url
-        self.timeout = timeout
-        self.maxResponseSize = maxResponseSize
-        super.init()
-    }
-}
 
 /// A queued request keeps the limits its endpoint declared, and a delivery needs only a status.
 @Suite("The offline queue and an endpoint's own limits, on SQLite and on PostgreSQL", .timeLimit(.minutes(1)))

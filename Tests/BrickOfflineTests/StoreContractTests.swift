@@ -1,3 +1,4 @@
+import BrickOfflineTestSupport
 import BrickOffline
 import Foundation
 import Testing

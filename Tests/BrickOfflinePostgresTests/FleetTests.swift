@@ -1,3 +1,4 @@
+import BrickOfflineTestSupport
 import BrickOffline
 import BrickOfflinePostgres
 import BrickRequest
@@ -16,8 +17,7 @@ final class FleetWorker: Sendable {
     let output: String
 
     static var path: String {
-        URL(fileURLWithPath: CrashTests.probePath).deletingLastPathComponent()
-            .appendingPathComponent("brick-fleet-probe").path
+        testProductsDirectory.appendingPathComponent("brick-fleet-probe").path
     }
 
     init(
@@ -155,46 +155,49 @@ struct FleetTests {
     }
 
     /// A worker stopped past its lease while its request runs; another takes the entry, and while
-    /// that one's request is still running (a slow answer) the first is continued and tries to
-    /// complete (its answer was a 200), reschedule (its request timed out) or bury (the same, with
-    /// one attempt allowed). None of its writes may apply: the entry stays with the new holder,
-    /// which delivers it and never finds its lease lost.
+    /// that one's request is still running (held by the server) the first is continued and tries
+    /// to complete (its answer was a 200), reschedule (a 503) or bury (the same, with one attempt
+    /// allowed). None of its writes may apply: the entry stays with the new holder, which delivers
+    /// it and never finds its lease lost.
+    ///
+    /// Both answers are held by gates the test opens, not timed: the stale worker's once it runs
+    /// again, the holder's once the stale one has failed and the entry was checked. The stale
+    /// worker's lease is short (its entry must lapse while it is stopped), the holder's long (a
+    /// loaded machine must not make it miss a renewal).
     func fencing(outcome: String) async throws {
         try await withServer { server in
             try await withFleetStore { store, _ in
                 let stale = try FleetWorker(schema: store.schema, queue: "fence", cap: 1, leaseMilliseconds: 1000)
                 await stale.ready()
                 let path = "/anything/fence"
+                let (staleAnswer, holderAnswer) = (ResponseGate(), ResponseGate())
                 server.script(path, [
-                    // The stale worker's request: a 200 dripped over 2 s, or no answer at all.
-                    outcome == "complete" ? .slowDrip(totalBytes: 8, interval: .milliseconds(250)) : .stall,
-                    // The new holder's: a 200 dripped over 2.5 s, during which the stale one wakes.
-                    .slowDrip(totalBytes: 10, interval: .milliseconds(250)),
+                    .held(outcome == "complete" ? .ok("stale") : .respond(status: 503), until: staleAnswer),
+                    .held(.ok("holder"), until: holderAnswer),
                 ])
                 let options = PersistentRequestQueue.EntryOptions(maxAttempts: outcome == "bury" ? 1 : nil)
                 let ids = try await addEntries(1, to: store, queue: "fence", url: { _ in server.baseURL + path }, options: options) {
-                    url, _ in LimitedPost(url, timeout: .seconds(3))
+                    url, _ in LimitedPost(url, timeout: .seconds(60))
                 }
                 await eventually { server.requests(path: path).count == 1 }
                 stale.signal(SIGSTOP)
-                // Past its lease, another worker takes the entry and sends it.
-                let holder = try FleetWorker(schema: store.schema, queue: "fence", cap: 1, leaseMilliseconds: 1000)
+                // Past the stale worker's lease, another worker takes the entry and sends it.
+                let holder = try FleetWorker(schema: store.schema, queue: "fence", cap: 1, leaseMilliseconds: 10_000)
                 await holder.ready()
                 await eventually { server.requests(path: path).count == 2 }
                 let held = try #require(try await store.list(queue: "fence").first?.lease?.token)
                 stale.signal(SIGCONT)
+                staleAnswer.open()
                 // The stale worker ends its attempt and learns its lease is gone.
                 await eventually { stale.lines.contains { $0.hasPrefix("storeFailed") && $0.contains("lease") } }
                 // While the holder's request still runs, the entry is untouched: same lease, no
                 // attempt counted, not set aside.
-                if let entry = try await store.list(queue: "fence").first {
-                    #expect(entry.lease?.token == held)
-                    #expect(entry.attempts == 0)
-                } else {
-                    #expect(holder.lines.contains { $0.hasPrefix("delivered") }, "the entry went before its holder delivered it")
-                }
+                let entry = try #require(try await store.list(queue: "fence").first)
+                #expect(entry.lease?.token == held)
+                #expect(entry.attempts == 0)
                 #expect(try await store.deadLetters(queue: "fence").isEmpty)
                 // The holder delivers it, and its own writes all held.
+                holderAnswer.open()
                 #expect(try await drained(store, queue: "fence"))
                 await eventually { holder.lines.contains("delivered \(ids[0]) 200") }
                 #expect(!holder.lines.contains { $0.hasPrefix("storeFailed") })

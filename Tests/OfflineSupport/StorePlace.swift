@@ -10,25 +10,25 @@ import Synchronization
 // (BRICK_SQLITE_ONLY): the sanitizers watch our code, and postgres-nio's build would double theirs.
 
 /// Which store a scenario runs on.
-enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+package enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case sqlite
     #if !BRICK_SQLITE_ONLY
     case postgres
     #endif
-    var testDescription: String { self == .sqlite ? "SQLite" : "PostgreSQL" }
+    package var testDescription: String { self == .sqlite ? "SQLite" : "PostgreSQL" }
 }
 
 /// Where a test's store lives — a directory or a schema — opened as often as the test restarts
 /// (a new store object each time, as a new process would make).
-final class StorePlace: Sendable {
-    let kind: StoreKind
-    let directory: URL
-    let schema: String
+package final class StorePlace: Sendable {
+    package let kind: StoreKind
+    package let directory: URL
+    package let schema: String
     #if !BRICK_SQLITE_ONLY
     private let clients = Mutex<[RunningClient]>([])
     #endif
 
-    init(kind: StoreKind, directory: URL) {
+    package init(kind: StoreKind, directory: URL) {
         self.kind = kind
         self.directory = directory
         #if BRICK_SQLITE_ONLY
@@ -40,15 +40,15 @@ final class StorePlace: Sendable {
 
     #if BRICK_SQLITE_ONLY
     /// Opens the store `name`, a file in the place's directory.
-    func open(_ name: String, leaseDuration: Duration = .seconds(10)) async throws -> any OfflineStore {
+    package func open(_ name: String, leaseDuration: Duration = .seconds(10)) async throws -> any OfflineStore {
         try await SQLiteOfflineStore.open(name: name, directory: directory)
     }
 
-    func shutdown() {}
+    package func shutdown() {}
     #else
 
     /// Opens the store `name` (a file for SQLite; the place's schema for PostgreSQL).
-    func open(
+    package func open(
         _ name: String,
         leaseDuration: Duration = .seconds(10),
         wakeUps: PostgresOfflineStore.WakeUps = .notify()
@@ -66,7 +66,7 @@ final class StorePlace: Sendable {
         }
     }
 
-    func shutdown() {
+    package func shutdown() {
         clients.withLock { clients in
             clients.forEach { $0.shutdown() }
             clients = []
@@ -76,7 +76,7 @@ final class StorePlace: Sendable {
 }
 
 /// Runs `body` with a fresh place for a store of `kind`, cleaned up afterwards.
-func withStorePlace<T>(_ kind: StoreKind, _ body: (StorePlace) async throws -> T) async throws -> T {
+package func withStorePlace<T>(_ kind: StoreKind, _ body: (StorePlace) async throws -> T) async throws -> T {
     try await withDirectory { directory in
         let place = StorePlace(kind: kind, directory: directory)
         defer { place.shutdown() }

@@ -6,12 +6,12 @@ import Foundation
 import Testing
 
 /// A POST brick with a text body, for queue tests.
-final class RecordSale: Component, POSTRequestType {
-    let urlString: String
-    let amount: Int
-    var headers: [String: String] { extraHeaders }
-    let extraHeaders: [String: String]
-    init(_ url: String, amount: Int, headers: [String: String] = [:]) {
+package final class RecordSale: Component, POSTRequestType {
+    package let urlString: String
+    package let amount: Int
+    package var headers: [String: String] { extraHeaders }
+    package let extraHeaders: [String: String]
+    package init(_ url: String, amount: Int, headers: [String: String] = [:]) {
         self.urlString = url
         self.amount = amount
         self.extraHeaders = headers
@@ -22,7 +22,7 @@ final class RecordSale: Component, POSTRequestType {
 }
 
 /// A temporary directory removed at the end of `body`.
-func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
+package func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
     let path = NSTemporaryDirectory() + "brick-offline-" + UUID().uuidString
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: path) }
@@ -30,12 +30,12 @@ func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
 }
 
 /// A session whose delays run on `clock` and whose reachability is `reachability`.
-func session(clock: ManualClock = ManualClock(), reachability: ManualReachability = ManualReachability()) -> Session {
+package func session(clock: ManualClock = ManualClock(), reachability: ManualReachability = ManualReachability()) -> Session {
     Session(reachability: reachability, clock: clock)
 }
 
 /// A TCP port on loopback with nothing listening (connections are refused).
-func closedPort() -> Int {
+package func closedPort() -> Int {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(descriptor) }
     var address = sockaddr_in()
@@ -51,21 +51,23 @@ func closedPort() -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
-/// How a damage test spoils one column of a stored row.
-enum Damage: String, CaseIterable, Sendable {
-    case wrongType, null, invalidUTF8
-
-    /// The SQL value that damages a column of `kind` (`text`, `blob`, `integer`, `real`) this way.
-    func sql(forColumnOf kind: String) -> String {
-        switch self {
-        case .null: return "NULL"
-        case .invalidUTF8: return "CAST(x'C328FFFE' AS TEXT)"
-        case .wrongType:
-            switch kind {
-            case "text": return "x'00FF10'"  // a blob: TEXT affinity would turn a number into text
-            case "blob": return "42"
-            default: return "'not a number'"
-            }
-        }
+/// A POST brick with limits of its own: a timeout and a largest response.
+package final class LimitedPost: Component, POSTRequestType {
+    package let urlString: String
+    package let timeout: Duration?
+    package let maxResponseSize: Int64?
+    package init(_ url: String, timeout: Duration? = nil, maxResponseSize: Int64? = nil) {
+        self.urlString = url
+        self.timeout = timeout
+        self.maxResponseSize = maxResponseSize
+        super.init()
     }
+}
+
+/// The directory of the test products: the probes the tests start are built beside the tests.
+package var testProductsDirectory: URL {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    let executable = String(decoding: buffer[0..<max(length, 0)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return URL(fileURLWithPath: executable).deletingLastPathComponent()
 }

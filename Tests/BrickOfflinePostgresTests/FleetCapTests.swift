@@ -1,4 +1,5 @@
 #if !BRICK_SQLITE_ONLY
+import BrickOfflineTestSupport
 import BrickOffline
 import BrickRequest
 import BrickTestServer

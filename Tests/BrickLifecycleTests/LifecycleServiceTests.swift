@@ -1,3 +1,4 @@
+import BrickOfflineTestSupport
 import BrickLifecycle
 import BrickOffline
 import BrickOfflineMetrics

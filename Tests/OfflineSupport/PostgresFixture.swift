@@ -11,40 +11,40 @@ import Testing
 /// in a temporary directory (initdb, an unprivileged user, a free port on 127.0.0.1), started once;
 /// its watchdog stops it and removes the directory when this process ends, however it ends. Each
 /// test works in a schema of its own.
-final class PostgresFixture: Sendable {
-    let directory: String
-    let host = "127.0.0.1"
-    let port: Int
-    let user = "brick"
-    let password: String
-    let database = "brick"
+package final class PostgresFixture: Sendable {
+    package let directory: String
+    package let host = "127.0.0.1"
+    package let port: Int
+    package let user = "brick"
+    package let password: String
+    package let database = "brick"
 
-    struct FixtureError: Error, CustomStringConvertible {
-        var message: String
-        var description: String { message }
+    package struct FixtureError: Error, CustomStringConvertible {
+        package var message: String
+        package var description: String { message }
     }
 
-    static let shared: Result<PostgresFixture, FixtureError> = Result { try PostgresFixture() }.mapError {
+    package static let shared: Result<PostgresFixture, FixtureError> = Result { try PostgresFixture() }.mapError {
         $0 as? FixtureError ?? FixtureError(message: "\($0)")
     }
 
     /// A server of its own, for a test that restarts it (the shared one serves tests running in
     /// parallel); ``stop()`` it at the end (its watchdog stops it anyway when this process ends).
-    static func startPrivate() throws -> PostgresFixture {
+    package static func startPrivate() throws -> PostgresFixture {
         try PostgresFixture()
     }
 
     /// Stops the server and removes its directory.
-    func stop() {
+    package func stop() {
         _ = try? Self.run(Self.script, ["stop", directory])
     }
 
     /// The shared server, or a test failure that says why there is none.
-    static func server() throws -> PostgresFixture {
+    package static func server() throws -> PostgresFixture {
         try shared.get()
     }
 
-    static var script: String {
+    package static var script: String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("Scripts/private-postgres.sh").path
     }
@@ -70,12 +70,12 @@ final class PostgresFixture: Sendable {
     }
 
     /// The variables `libpq` (and ``PostgresOfflineStore/clientConfiguration(environment:)``) read.
-    var environment: [String: String] {
+    package var environment: [String: String] {
         ["PGHOST": host, "PGPORT": "\(port)", "PGUSER": user, "PGPASSWORD": password, "PGDATABASE": database]
     }
 
     /// A client configuration for the server, with a small pool.
-    func configuration(connections: Int = 8) -> PostgresClient.Configuration {
+    package func configuration(connections: Int = 8) -> PostgresClient.Configuration {
         var configuration = PostgresClient.Configuration(
             host: host, port: port, username: user, password: password, database: database, tls: .disable
         )
@@ -84,7 +84,7 @@ final class PostgresFixture: Sendable {
     }
 
     /// `pg_ctl restart` of the server (same port, same data).
-    func restart() throws {
+    package func restart() throws {
         let output = try Self.run(Self.script, ["restart", directory])
         guard output.status == 0 else { throw FixtureError(message: "restart failed: \(output.text)") }
     }
@@ -92,14 +92,14 @@ final class PostgresFixture: Sendable {
     /// The start-up deadline of the tests' stores: in a whole-suite run (or a fresh-clone CI run)
     /// dozens of tests open stores at once on two loaded cores, each migrating a schema of its own,
     /// which can take longer than the default 10 s. Tests of the deadline itself pass their own.
-    static let startupDeadline: Duration = .seconds(120)
+    package static let startupDeadline: Duration = .seconds(120)
 
     /// A schema name no other test uses.
-    static func freshSchema() -> String {
+    package static func freshSchema() -> String {
         "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
     }
 
-    static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, text: String) {
+    package static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, text: String) {
         // Subprocess (posix_spawn and waitpid): Foundation's Process waits on a run loop that a
         // test process's blocked threads may never turn.
         let command = ([executable] + arguments).map { "'\($0)'" }.joined(separator: " ")
@@ -112,11 +112,11 @@ final class PostgresFixture: Sendable {
 }
 
 /// A running `PostgresClient`, stopped by `shutdown()`.
-final class RunningClient: Sendable {
-    let client: PostgresClient
+package final class RunningClient: Sendable {
+    package let client: PostgresClient
     private let task: Task<Void, Never>
 
-    init(_ configuration: PostgresClient.Configuration, backgroundLogger: Logger? = nil) {
+    package init(_ configuration: PostgresClient.Configuration, backgroundLogger: Logger? = nil) {
         let client =
             backgroundLogger.map { PostgresClient(configuration: configuration, backgroundLogger: $0) }
             ?? PostgresClient(configuration: configuration)
@@ -124,7 +124,7 @@ final class RunningClient: Sendable {
         self.task = Task { await client.run() }
     }
 
-    func shutdown() {
+    package func shutdown() {
         task.cancel()
     }
 }

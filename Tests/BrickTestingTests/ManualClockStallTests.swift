@@ -5,6 +5,16 @@ import Foundation
 import Synchronization
 import Testing
 
+/// A GET whose failures are retried (the default configuration), on the given session.
+final class RetriedGet: Component, GETRequestType, DataResponseType {
+    let session: Session
+    var urlString: String { "https://api.example.com/users" }
+    init(session: Session) {
+        self.session = session
+        super.init()
+    }
+}
+
 @Suite("ManualClock says so when nobody advances it", .timeLimit(.minutes(1)))
 struct ManualClockStallTests {
     @Test("a retry waiting on a clock nobody advances is reported with what waits and why")
@@ -14,7 +24,7 @@ struct ManualClockStallTests {
         let stub = StubTransport()
         stub.stub(.get, "/users", .status(.serviceUnavailable), .json("{}"))
         let session = Session.testing(stub, clock: clock)
-        let call = Task { try await Flaky("https://api.example.com/users", session: session, retry: AutoRetryConfiguration()).value }
+        let call = Task { try await RetriedGet(session: session).value }
         await eventually { !reports.withLock { $0.isEmpty } }
         let report = try #require(reports.withLock { $0.first })
         #expect(report.contains("nobody advanced it"))

@@ -1,3 +1,4 @@
+import BrickOfflineTestSupport
 import BrickTestSupport
 import Foundation
 import Testing
