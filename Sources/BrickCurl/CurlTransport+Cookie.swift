@@ -2,7 +2,7 @@ import FoundationEssentials
 @_spi(TransportImplementation) @_spi(Tuning) import BrickRequestCore
 
 extension CurlTransport {
-    /// A cookie held by a transport with ``Configuration/storesCookies``.
+    /// A cookie held by a transport with `Configuration.storesCookies`.
     public struct Cookie: Sendable, Hashable {
         /// The cookie's name.
         public var name: String

@@ -6,7 +6,7 @@ import Synchronization
 ///
 /// Connections are kept alive and reused; HTTP/2 is negotiated over TLS and multiplexed; easy
 /// handles are pooled and reset between requests. Completions run on the driver thread: keep them
-/// short. Longer work goes through ``scheduleOnTransportThread(_:)`` (which a ``Session`` uses
+/// short. Longer work goes through `scheduleOnTransportThread(_:)` (which a ``Session`` uses
 /// for its handlers) or ``taskExecutor``: it runs on the driver's thread too, and a standby thread
 /// takes the I/O over if it runs longer than `stallLimit`.
 ///
@@ -95,7 +95,7 @@ public final class CurlTransport: ThreadedTransport, ResumingTransport {
         driver.submit(.networkChanged)
     }
 
-    /// The cookies the transport holds, with ``Configuration/storesCookies`` (none otherwise),
+    /// The cookies the transport holds, with `Configuration.storesCookies` (none otherwise),
     /// expired ones excluded, in no particular order.
     ///
     /// - Returns: The cookies.

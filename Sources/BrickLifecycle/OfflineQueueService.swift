@@ -1,7 +1,7 @@
 public import BrickOfflineCore
 public import ServiceLifecycle
 
-/// Runs a ``PersistentRequestQueue``'s processing as a `Service` of swift-service-lifecycle: it
+/// Runs a `PersistentRequestQueue`'s processing as a `Service` of swift-service-lifecycle: it
 /// starts processing when run; on graceful shutdown (SIGTERM through a `ServiceGroup`) it stops
 /// claiming, lets the attempts under way finish for up to `gracePeriod`, hands the rest back (their
 /// leases released, so another worker takes them at once, no attempt counted) and returns.

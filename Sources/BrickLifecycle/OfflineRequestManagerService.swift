@@ -1,11 +1,11 @@
 public import BrickOfflineCore
 public import ServiceLifecycle
 
-/// Runs an ``BrickOfflineCore/OfflineRequestManager`` as a `Service` of swift-service-lifecycle: it
+/// Runs an `BrickOfflineCore.OfflineRequestManager` as a `Service` of swift-service-lifecycle: it
 /// starts submitting when run; on graceful shutdown (SIGTERM through a `ServiceGroup`) it stops
 /// taking requests, lets the attempts under way end for up to `gracePeriod` and store their
 /// outcomes, cancels and hands back those still running, and returns
-/// (``BrickOfflineCore/OfflineRequestManager/stop(gracePeriod:)``). Cancelled
+/// (`BrickOfflineCore.OfflineRequestManager.stop(gracePeriod:)`). Cancelled
 /// instead, it returns at once; what was running is attempted again by the next manager on the
 /// store. Nothing stored is lost either way.
 ///

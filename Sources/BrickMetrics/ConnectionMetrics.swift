@@ -5,14 +5,14 @@ public import ServiceLifecycle
 /// Records a session's connections per destination through swift-metrics — what
 /// AsyncHTTPClient's users have asked for (AHC #342) — as a `Service` of swift-service-lifecycle:
 /// run it beside your other services, or in a task of your own. Every `sampleInterval` it reads the
-/// session's ``BrickRequest/CurlTransport/connectionCounts()`` (on the transport's thread, costing
+/// session's `BrickRequest.CurlTransport.connectionCounts()` (on the transport's thread, costing
 /// no request anything) and records, with `server.address` and `server.port`:
 /// - `brick.client.connections.open` (`Gauge`): connections open (connecting ones included);
 /// - `brick.client.connections.idle` (`Gauge`): open connections that carry no transfer, kept for
 ///   reuse.
 ///
 /// A destination whose connections all closed is recorded once more, at 0. A session whose
-/// transport is not a ``BrickRequest/CurlTransport`` records nothing.
+/// transport is not a `BrickRequest.CurlTransport` records nothing.
 ///
 /// ```swift
 /// let group = ServiceGroup(services: [ConnectionMetrics(session: .api)], logger: logger)

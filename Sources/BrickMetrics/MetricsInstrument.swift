@@ -18,7 +18,7 @@ import Synchronization
 ///   exporters), dimensions `http.request.method`, `server.address`, `server.port`,
 ///   `http.response.status_code` (when a response arrived), `error.type` (a `4xx`/`5xx` status,
 ///   or the transport error's kind), and `brick.operation` where the endpoint names one
-///   (``BrickRequest/RequestType/operationName``);
+///   (`BrickRequest.RequestType.operationName`);
 /// - `http.client.request.body.size` and `http.client.response.body.size` (`Recorder`s: body
 ///   bytes sent, and received after decoding), dimensions `http.request.method`, `server.address`,
 ///   `server.port`;
@@ -29,7 +29,7 @@ import Synchronization
 ///
 /// Per request: `brick.client.parked` (`Counter`) when a request waits for the network to come
 /// back, and `brick.client.cache.requests` (`Counter`) with `brick.cache.result` = `hit`, `miss`,
-/// `revalidated` or `fallback` for ``BrickRequest/CachedResponseType`` endpoints; both with
+/// `revalidated` or `fallback` for `BrickRequest.CachedResponseType` endpoints; both with
 /// `server.address`, `server.port`.
 ///
 /// With no backend bootstrapped, a request costs nothing more: the instrument declines it.

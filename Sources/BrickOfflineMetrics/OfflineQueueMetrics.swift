@@ -3,7 +3,7 @@ public import CoreMetrics
 import FoundationEssentials
 public import ServiceLifecycle
 
-/// Records a ``BrickOfflineCore/PersistentRequestQueue`` through swift-metrics, as a `Service` of
+/// Records a `BrickOfflineCore.PersistentRequestQueue` through swift-metrics, as a `Service` of
 /// swift-service-lifecycle: run it beside the queue (in a `ServiceGroup`, or a task of your own);
 /// it records until the queue is closed, graceful shutdown begins, or its task is cancelled.
 ///

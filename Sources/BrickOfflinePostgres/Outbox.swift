@@ -21,9 +21,9 @@ extension PersistentRequestQueue {
     ///   - connection: The connection of the caller's open transaction, on the database of the
     ///     queue's ``PostgresOfflineStore``.
     /// - Returns: The entry's identity.
-    /// - Throws: ``BrickError``: ``BrickError/Code/invalidRequest`` when the queue's store is not a
+    /// - Throws: `BrickError`: `BrickError.Code.invalidRequest` when the queue's store is not a
     ///   ``PostgresOfflineStore`` or the request cannot be stored (a credential header),
-    ///   ``BrickError/Code/storage`` when the insert fails (the caller's transaction is then failed too,
+    ///   `BrickError.Code.storage` when the insert fails (the caller's transaction is then failed too,
     ///   as PostgreSQL fails every statement after an error).
     @discardableResult
     public func add(

@@ -7,7 +7,7 @@ extension PostgresOfflineStore {
     /// A client configuration from the variables `libpq` reads: `PGHOST` (a host name, or a
     /// directory holding the server's Unix socket), `PGPORT` (5432), `PGUSER`, `PGPASSWORD`,
     /// `PGDATABASE` (the user's name), `PGSSLMODE` and `PGSSLROOTCERT`; or, when `DATABASE_URL` is
-    /// set, from that URL (see ``clientConfiguration(url:)``).
+    /// set, from that URL (see `clientConfiguration(url:)`).
     ///
     /// `PGSSLMODE`: `disable`; `prefer` (the default: TLS when the server offers it); `require`,
     /// `verify-ca` and `verify-full` all require TLS **with the certificate verified** against the

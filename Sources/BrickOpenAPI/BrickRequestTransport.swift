@@ -5,7 +5,7 @@ public import OpenAPIRuntime
 import Synchronization
 
 /// A swift-openapi-runtime `ClientTransport` that sends a generated client's operations through a
-/// ``BrickRequest/Session``: its transport (libcurl), retries keyed to reachability and parking,
+/// `BrickRequest.Session`: its transport (libcurl), retries keyed to reachability and parking,
 /// traffic control, authenticator, limits, cache and instruments (the operation ID names spans,
 /// metrics and logs).
 ///
@@ -29,7 +29,7 @@ public struct BrickRequestTransport: ClientTransport {
     /// How operations are sent.
     public struct Configuration: Sendable {
         /// How operations retry (idempotent ones only, unless they carry an `Idempotency-Key`).
-        /// Default ``BrickRequest/AutoRetryConfiguration/soft`` (3 retries).
+        /// Default `BrickRequest.AutoRetryConfiguration.soft` (3 retries).
         public var retry: AutoRetryConfiguration
         /// Request bodies of known length up to this many bytes that can be iterated again are
         /// collected before sending (they can be sent again on a retry); others are streamed.
@@ -87,7 +87,7 @@ public struct BrickRequestTransport: ClientTransport {
     /// Creates a transport.
     ///
     /// - Parameters:
-    ///   - session: The session that sends the operations. Default ``BrickRequest/Session/shared``.
+    ///   - session: The session that sends the operations. Default `BrickRequest.Session.shared`.
     ///   - configuration: How operations are sent.
     public init(session: Session = .shared, configuration: Configuration = Configuration()) {
         self.init(session: session, configuration: configuration, monitor: nil)

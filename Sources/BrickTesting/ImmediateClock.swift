@@ -2,7 +2,7 @@ import Synchronization
 
 /// A clock whose sleeps return at once: its time jumps forward by each sleep, which it records.
 ///
-/// What ``Session/testing(_:configuration:reachability:)`` runs on by default, so that an endpoint's
+/// What `Session.testing(_:configuration:reachability:)` runs on by default, so that an endpoint's
 /// retries (5 attempts, 5 s apart, unless it says otherwise) end at once in a test instead of
 /// waiting for a clock nobody advances. Assert the waits with ``sleeps``:
 ///

@@ -2,7 +2,7 @@ import BrickRequest
 import FoundationEssentials
 import Synchronization
 
-/// A ``ReachabilityMonitor`` a test drives by hand: `set(.unreachable)`, then `set(.reachable)`.
+/// A `ReachabilityMonitor` a test drives by hand: `set(.unreachable)`, then `set(.reachable)`.
 ///
 /// Every destination shares one status unless a host is given its own with `set(_:for:)`.
 public final class ManualReachability: ReachabilityMonitor {

@@ -78,11 +78,11 @@ public struct StubResponse: Sendable {
     }
 }
 
-/// A ``Transport`` that answers from scripts and records every request: endpoints are tested with
-/// the real ``Session`` pipeline (rendering, validation, serialization) and no network.
+/// A `Transport` that answers from scripts and records every request: endpoints are tested with
+/// the real `Session` pipeline (rendering, validation, serialization) and no network.
 ///
 /// Unimplemented by default: a request with no script fails the current test, naming the request,
-/// and fails with a ``TransportError`` — never a plausible made-up answer.
+/// and fails with a `TransportError` — never a plausible made-up answer.
 ///
 /// A scripted body reaches the request's destination as from `CurlTransport` (memory, a file, or a
 /// `ResponseBodyStream`), and a request with a progress handler gets one report, all sent and all

@@ -14,7 +14,7 @@ public import Tracing
 ///
 /// Each span is a child of the caller's span (the `ServiceContext` of the task that awaits `value`
 /// or calls `resume()`), named after the method (`GET`) or the endpoint's
-/// ``BrickRequest/RequestType/operationName`` (`GetUser`) — never the raw path. Its attributes:
+/// `BrickRequest.RequestType.operationName` (`GetUser`) — never the raw path. Its attributes:
 /// `http.request.method`, `server.address`, `server.port`, `url.full` (without credentials and
 /// query), `http.response.status_code`, `error.type` (a `4xx`/`5xx` status, or the transport
 /// error's kind), `http.request.resend_count` on the second attempt and later, and

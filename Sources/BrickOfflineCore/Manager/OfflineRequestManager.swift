@@ -28,7 +28,7 @@ import Synchronization
 /// - **Progress.** (completed in this batch + the running requests' fractions) / (completed +
 ///   outstanding); 1 when nothing is outstanding, reset to 1 when the last one ends, before its
 ///   `finished` or `failed` is reported.
-/// - **Restart.** Processing starts with the first ``register(_:)`` (or ``queueRequest(_:)``, or
+/// - **Restart.** Processing starts with the first ``register(_:)`` (or `queueRequest(_:)`, or
 ///   ``attemptSubmission()``): stored requests are read back with the registered types, with the
 ///   time each was first queued, and sent with no other call. One whose kind is not registered yet
 ///   waits — neither attempted nor set aside — until its type is registered; one whose data no
@@ -62,7 +62,7 @@ public final class OfflineRequestManager: Sendable {
 
     /// Creates a manager on a store of your own.
     ///
-    /// On a store shared by several processes (``PostgresOfflineStore``), give every process the
+    /// On a store shared by several processes (`PostgresOfflineStore`), give every process the
     /// same `simultaneousRequestCap`, here rather than by setting the property later: the cap
     /// holds for the fleet only when every claim is made with it.
     ///
@@ -148,7 +148,7 @@ public final class OfflineRequestManager: Sendable {
 
     /// Queues a request; returns once it is on disk, and starts processing.
     ///
-    /// - Throws: ``BrickError/Code/storage`` when it cannot be stored, ``BrickError/Code/invalidRequest``
+    /// - Throws: `BrickError.Code.storage` when it cannot be stored, `BrickError.Code.invalidRequest`
     ///   when it cannot be encoded.
     @discardableResult
     public func queueRequest<Request: OfflineRequest>(_ request: Request) async throws(BrickError) -> OfflineEntry.ID {
@@ -163,7 +163,7 @@ public final class OfflineRequestManager: Sendable {
         return try await core.queue(BrickEndpointRequest(stored: stored, idempotencyKey: UUID().uuidString))
     }
 
-    /// Starts processing now (it also starts with the first ``queueRequest(_:)``): fills the free slots.
+    /// Starts processing now (it also starts with the first `queueRequest(_:)`): fills the free slots.
     public func attemptSubmission() {
         core.start()
     }
@@ -178,7 +178,7 @@ public final class OfflineRequestManager: Sendable {
 
     /// Stops taking requests and ends every ``events`` stream (a `for await` loop over one gets
     /// every event emitted before, then leaves the loop); attempts under way run to their end.
-    /// A closed manager refuses new requests (``BrickError/Code/invalidRequest``); what is stored
+    /// A closed manager refuses new requests (`BrickError.Code.invalidRequest`); what is stored
     /// stays for the next manager on the store.
     ///
     /// ```swift

@@ -14,7 +14,7 @@ import Logging
 /// ```
 ///
 /// **Order and retries.** One request at a time (or up to ``simultaneousRequestCap``), in the
-/// order added (FIFO). On a store shared by several processes (``PostgresOfflineStore``) the cap
+/// order added (FIFO). On a store shared by several processes (`PostgresOfflineStore`) the cap
 /// holds for all of them together: a cap of 1 is one request in flight in the whole fleet. A failed attempt
 /// (any status other than 2xx, any transport failure) pauses its entry for `retryInterval` and
 /// the queue moves on to the next; a delivery makes every paused entry due again at once (the
@@ -23,7 +23,7 @@ import Logging
 /// ``deadLetters()``. An attempt that could not leave the machine (no route, no DNS) does not
 /// count.
 ///
-/// **Guarantees.** An `add` that returned is on disk (synced: see ``SQLiteOfflineStore``). After
+/// **Guarantees.** An `add` that returned is on disk (synced: see `SQLiteOfflineStore`). After
 /// the process is killed, every entry not yet delivered is sent again: at least once. A request
 /// that was on its way when the process died may reach the server twice; every entry carries an
 /// idempotency key made at `add`, the same on every attempt and after every restart, sent as
@@ -32,11 +32,11 @@ import Logging
 /// `Cookie` or `Proxy-Authorization` (or a header named in `sensitiveHeaders`); the queue's
 /// `authenticator` signs each attempt when it is sent instead.
 ///
-/// **Processing** starts with the first ``add(_:options:)`` or ``startProcessing(ignoringPauseDates:)``
+/// **Processing** starts with the first `add(_:options:)` or ``startProcessing(ignoringPauseDates:)``
 /// (not when the queue is opened: subscribe to ``events`` first to hear what happens
 /// to the entries of an earlier run).
 public final class PersistentRequestQueue: Sendable {
-    /// Per-entry settings of ``add(_:options:)``.
+    /// Per-entry settings of `add(_:options:)`.
     public struct EntryOptions: Sendable, Hashable {
         /// The most attempts before the entry goes to the dead letters; `nil` (the default):
         /// retried until delivered.
@@ -167,8 +167,8 @@ public final class PersistentRequestQueue: Sendable {
     ///   - endpoint: Any brick endpoint.
     ///   - options: Attempts, age, schedule and dedupe key of this entry.
     /// - Returns: The entry's identity.
-    /// - Throws: ``BrickError``: ``BrickError/Code/invalidRequest`` for a request that cannot be
-    ///   rendered or stored (a credential header, a body over 16 MiB), ``BrickError/Code/storage``
+    /// - Throws: `BrickError`: `BrickError.Code.invalidRequest` for a request that cannot be
+    ///   rendered or stored (a credential header, a body over 16 MiB), `BrickError.Code.storage`
     ///   when the store cannot write it (disk full): it is then not stored.
     @discardableResult
     public func add(_ endpoint: some RequestType, options: EntryOptions = EntryOptions()) async throws(BrickError)
@@ -185,7 +185,7 @@ public final class PersistentRequestQueue: Sendable {
         try await add(request, options: options, completion: nil)
     }
 
-    /// Adds `endpoint` as ``add(_:options:)`` does, and calls `completion` when this process
+    /// Adds `endpoint` as `add(_:options:)` does, and calls `completion` when this process
     /// delivers it (with the response) or sets it aside (with the reason). A completion lives in
     /// memory only: after a restart, outcomes arrive on ``events``.
     @discardableResult
@@ -205,12 +205,12 @@ public final class PersistentRequestQueue: Sendable {
         try await core.add(request, options: options, completion: completion)
     }
 
-    /// The entry ``add(_:options:)`` would store for `endpoint` — rendered with this queue's
+    /// The entry `add(_:options:)` would store for `endpoint` — rendered with this queue's
     /// session, checked (no credential header) and encoded — without storing it or starting
     /// processing: for writing many in one transaction with ``OfflineStore/add(_:dedupe:)`` (a
     /// bulk import, a tool that fills a queue that other processes drain).
     ///
-    /// - Throws: ``BrickError`` with code `invalidRequest` when the request cannot be stored.
+    /// - Throws: `BrickError` with code `invalidRequest` when the request cannot be stored.
     public func draft(_ endpoint: some RequestType, options: EntryOptions) throws(BrickError) -> OfflineEntry.Draft {
         try core.draft(try session.renderForStorage(endpoint), options: options)
     }
@@ -227,7 +227,7 @@ public final class PersistentRequestQueue: Sendable {
     /// `gracePeriod`; those still running then are cancelled and handed back (their leases
     /// released, no attempt counted), so that another worker sharing the store takes them at once.
     /// Returns when no attempt runs here any more. ``startProcessing(ignoringPauseDates:)`` or
-    /// ``add(_:options:)`` starts processing again.
+    /// `add(_:options:)` starts processing again.
     public func stopProcessing(gracePeriod: Duration = .seconds(10)) async {
         await core.stopProcessing(gracePeriod: gracePeriod)
     }
@@ -236,7 +236,7 @@ public final class PersistentRequestQueue: Sendable {
     /// handed back after `gracePeriod`, as ``stopProcessing(gracePeriod:)`` does), then every
     /// ``events`` and ``counts`` stream ends — a `for await` loop over one gets every event emitted
     /// before, then leaves the loop. A closed queue refuses new entries
-    /// (``BrickError/Code/invalidRequest``); what is stored stays for the next queue on the store.
+    /// (`BrickError.Code.invalidRequest`); what is stored stays for the next queue on the store.
     ///
     /// The end of a command-line tool:
     ///
@@ -324,7 +324,7 @@ public enum OfflineQueueEvent: Sendable, Hashable {
     /// An attempt failed; the entry waits until the date and the queue moved on.
     case paused(OfflineEntry.ID, until: Date, reason: String)
     /// Set aside as a dead letter (out of attempts, expired, unreadable): see
-    /// ``PersistentRequestQueue/deadLetters()``.
+    /// `PersistentRequestQueue.deadLetters()`.
     case deadLettered(OfflineEntry.ID, reason: String)
     /// The store's file was damaged when the queue opened: it was moved aside (kept) and the
     /// queue started afresh.

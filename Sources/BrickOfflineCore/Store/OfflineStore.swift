@@ -3,7 +3,7 @@ import FoundationEssentials
 
 /// What `add` does when a pending entry with the same dedupe key exists.
 public enum DedupePolicy: Sendable, Hashable {
-    /// The new entry is refused (``OfflineStoreError/duplicate``): the pending one stands.
+    /// The new entry is refused (`OfflineStoreError.duplicate`): the pending one stands.
     case reject
     /// The new entry takes the pending one's place (a newer "save profile" replaces the older
     /// one); an entry under a lease is not replaced and the new one is refused instead.

@@ -197,7 +197,7 @@ extension SQLiteResponseCache {
     /// before looking at the files), with the uses of responses read since the last store;
     /// throws the first write that failed since the last flush.
     ///
-    /// - Throws: ``BrickRequest/BrickError`` (``BrickRequest/BrickError/Code/storage``).
+    /// - Throws: `BrickRequest.BrickError` (`BrickRequest.BrickError.Code.storage`).
     public func flush() throws(BrickError) {
         writer.sync { recordNotedUses() }
         if let failure = pending.withLock({ pending in defer { pending.failure = nil }; return pending.failure }) {

@@ -7,7 +7,7 @@ import Logging
 import Synchronization
 import Dispatch
 
-/// A ``BrickRequest/ResponseCache`` on disk: responses survive restarts, and several processes may
+/// A `BrickRequest.ResponseCache` on disk: responses survive restarts, and several processes may
 /// share one cache.
 ///
 /// ```swift
@@ -38,9 +38,9 @@ import Dispatch
 /// - **Writes off the request's path.** Stores, removals and recency run on the cache's own
 ///   writer (one serial queue), never on the caller's thread — which may be a transport's thread.
 ///   This object's reads see them at once; other processes once written (``flush()``).
-/// - **Errors.** ``BrickRequest/BrickError`` with ``BrickRequest/BrickError/Code/storage`` for
+/// - **Errors.** `BrickRequest.BrickError` with `BrickRequest.BrickError.Code.storage` for
 ///   reads; a write that fails is logged and reported by the next ``flush()``. The session treats
-///   a failing cache as a miss, except under ``BrickRequest/CachePolicy/cacheOnly``.
+///   a failing cache as a miss, except under `BrickRequest.CachePolicy.cacheOnly`.
 public final class SQLiteResponseCache: ResponseCache {
     /// The default bound: 128 MiB.
     public static let defaultMaxBytes = 128 * 1024 * 1024
@@ -83,7 +83,7 @@ public final class SQLiteResponseCache: ResponseCache {
     ///   - maxBytes: The bound. Default ``defaultMaxBytes``.
     ///   - version: Entries written with another version are dropped at open. Default 0.
     ///   - fileThreshold: Bodies larger than this go to files. Default ``defaultFileThreshold``.
-    /// - Throws: ``BrickRequest/BrickError`` (``BrickRequest/BrickError/Code/storage``).
+    /// - Throws: `BrickRequest.BrickError` (`BrickRequest.BrickError.Code.storage`).
     public init(
         name: String,
         directory: URL? = nil,

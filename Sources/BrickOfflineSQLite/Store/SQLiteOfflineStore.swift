@@ -11,7 +11,7 @@ import Synchronization
 ///   and, on storage that honours `fsync`, power loss. `.normal` survives the process being killed
 ///   but may lose the last commits on power loss, for about 15 times the commit rate.
 /// - **Group commit.** Concurrent `add`s share one transaction and one sync
-///   (``GroupCommit``); each returns only after that commit. The commit runs on the thread of the
+///   (`GroupCommit`); each returns only after that commit. The commit runs on the thread of the
 ///   task whose `add` started it (the others wait suspended, then one of them commits the next
 ///   batch): no hop to a writer queue and back, so an add costs little more than SQLite's own
 ///   insert and sync. That thread is busy for the commit's sync (tens of microseconds on an SSD,

@@ -11,7 +11,7 @@ public protocol RequestType: AnyObject {
     var urlString: String { get }
     /// The session that runs the request. Default `Session.shared` (given by `import BrickRequest`).
     var session: Session { get }
-    /// How the request retries. Default ``AutoRetryConfiguration/init(breakTime:maxRetryCount:enableBackgroundRetry:failWhenNotReachable:backoff:retryableStatusCodes:honorsRetryAfter:maxTotalDuration:)``.
+    /// How the request retries. Default ``AutoRetryConfiguration/init(breakTime:maxRetryCount:enableBackgroundRetry:failWhenNotReachable:backoff:retryableStatusCodes:honorsRetryAfter:maxTotalDuration:rule:)``.
     var autoRetryConfiguration: AutoRetryConfiguration { get }
     /// Header fields added to the session's defaults (a value here wins). Default none.
     var headers: [String: String] { get }
@@ -45,7 +45,7 @@ public protocol RequestType: AnyObject {
     /// ``TransportRequest/ResponseDestination/memory``; ``DownloadResponseType`` supplies a file.
     var responseDestination: TransportRequest.ResponseDestination { get }
     /// The largest response body accepted, in decoded bytes, or `nil` for the session's
-    /// (``CurlTransport/Configuration/maxResponseSize``, 256 MiB by default). Default `nil`; raise
+    /// (`CurlTransport.Configuration.maxResponseSize`, 256 MiB by default). Default `nil`; raise
     /// it for a download larger than that, lower it for an endpoint that should answer little.
     var maxResponseSize: Int64? { get }
     /// Whether redirects are followed (within the session's redirect policy). Default `true`;

@@ -74,7 +74,7 @@ extension ResponseType where Self: Component {
 
 extension RequestType where Self: Component {
     /// Starts the request: renders it on the caller's side and hands it to its ``RequestType/session``
-    /// (or that session's replacement in this task: ``Session/withReplacement(_:isolation:operation:)``).
+    /// (or that session's replacement in this task: ``Session/withReplacement(_:keepingEndpointCaches:isolation:operation:)``).
     /// The handler given to `response(_:)` receives the outcome; without one — or for an endpoint
     /// with no response brick — the request is sent all the same and its outcome dropped.
     /// A request runs once: later calls are ignored.

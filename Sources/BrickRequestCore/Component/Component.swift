@@ -20,7 +20,7 @@ import FoundationEssentials
 /// Components are compared by identity. `Component` is deliberately not `Sendable`: a subclass would
 /// otherwise have to restate `@unchecked Sendable` in every endpoint file. Requests are rendered on the
 /// caller's side into a `Sendable` snapshot, and the part of the component a session touches —
-/// ``lifecycle`` — is a `Sendable` box with one lock.
+/// `lifecycle` — is a `Sendable` box with one lock.
 open class Component: Hashable {
     /// The request's parameters.
     public let parameterBuilder: ParameterBuilder

@@ -32,7 +32,7 @@ public struct CallbackQueue: Sendable {
 
     /// A private serial queue (the default): handlers run one at a time, in completion order.
     ///
-    /// When the transport offers it (``ThreadedTransport/scheduleOnTransportThread(_:)``, as
+    /// When the transport offers it (`ThreadedTransport.scheduleOnTransportThread(_:)`, as
     /// ``CurlTransport`` does), the queue is drained on the transport's own thread right after the
     /// responses arrive, with no thread hop; a handler that runs long (past
     /// `stallLimit`) keeps that thread while a standby takes the I/O

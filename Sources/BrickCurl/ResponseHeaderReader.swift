@@ -1,3 +1,5 @@
+import BrickRequestCore
+
 /// Reads a response's header lines one at a time, as libcurl hands them over (status line,
 /// fields, blank line; again for each interim `1xx` block and each redirect hop): where the block
 /// stands, how large it has grown and the `Content-Length` it announced. A pure decision, no I/O:
