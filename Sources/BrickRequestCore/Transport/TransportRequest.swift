@@ -111,25 +111,28 @@ public struct TransportRequest: Sendable {
     /// The fields, in one immutable box: a request is copied several times on its way (into the
     /// transport, the retry loop, the response). The head is kept in parts and built on demand:
     /// building an `HTTPRequest` checks every pseudo-header, and most requests never need one.
-    private struct Fields: Sendable {
-        var method: HTTPRequest.Method
+    @usableFromInline
+    struct Fields: Sendable {
+        @usableFromInline var method: HTTPRequest.Method
         var target: Target
         var extendedConnectProtocol: String?
-        var headerFields: HTTPFields
-        var body: RequestBody?
-        var options: Options
-        var urlString: String
+        @usableFromInline var headerFields: HTTPFields
+        @usableFromInline var body: RequestBody?
+        @usableFromInline var options: Options
+        @usableFromInline var urlString: String
     }
 
     /// Scheme, authority and path: offsets into ``urlString`` for a request made from a URL (no
     /// part is copied out until asked for), or the parts of a head set by hand as they were given.
-    private enum Target: Sendable {
+    enum Target: Sendable {
         /// `urlString` is `scheme://authority` + path, the authority ending at UTF-8 offset `authorityEnd`.
         case parsed(isHTTPS: Bool, authorityEnd: Int)
         case explicit(scheme: String?, authority: String?, path: String?)
     }
 
-    private var storage: SharedValue<Fields>
+    // `@usableFromInline`, with the fields the transport reads: reading a field from another module
+    // then copies that field, not the whole `Options` through a value witness.
+    @usableFromInline var storage: SharedValue<Fields>
 
     private var scheme: String? {
         switch storage.value.target {
@@ -194,27 +197,27 @@ public struct TransportRequest: Sendable {
     }
     /// The request method (`head.method`, without building the head).
     public var method: HTTPRequest.Method {
-        get { storage.value.method }
+        @inlinable get { storage.value.method }
         set { storage = storage.modified { $0.method = newValue } }
     }
     /// The header fields (`head.headerFields`, without building the head).
     public var headerFields: HTTPFields {
-        get { storage.value.headerFields }
+        @inlinable get { storage.value.headerFields }
         set { storage = storage.modified { $0.headerFields = newValue } }
     }
     /// The body, or `nil` for none.
     public var body: RequestBody? {
-        get { storage.value.body }
+        @inlinable get { storage.value.body }
         set { storage = storage.modified { $0.body = newValue } }
     }
     /// Per-request options.
     public var options: Options {
-        get { storage.value.options }
+        @inlinable get { storage.value.options }
         set { storage = storage.modified { $0.options = newValue } }
     }
 
     /// The absolute URL string, `scheme://authority/path?query` (kept in step with ``head``).
-    public var urlString: String { storage.value.urlString }
+    @inlinable public var urlString: String { storage.value.urlString }
 
     /// Whether the request goes over TLS (`https`).
     package var isSecure: Bool {
