@@ -20,6 +20,11 @@ public import Tracing
 /// error's kind), `http.request.resend_count` on the second attempt and later, and
 /// `brick.operation` where the endpoint names one. A `4xx` or `5xx` marks the span as an error.
 ///
+/// The session's log entry for a request's outcome (`request finished`, `request failed`) is
+/// written in the context of the request's last span: a `Logger` whose `metadataProvider` reads
+/// the trace — swift-otel's `Logger.MetadataProvider.otel`, given to `LoggingSystem.bootstrap` or
+/// to the session's logger — carries that span's `trace_id` and `span_id`, so the entry joins it.
+///
 /// With no tracer bootstrapped (nor bound with `withTracer`), a request costs nothing more: the
 /// instrument declines it.
 public struct TracingInstrument: RequestInstrument {
@@ -55,6 +60,8 @@ private final class RequestSpans: RequestObserver {
     let context: ServiceContext
     let operation: String?
     private let current = Lock<(any Span)?>(nil)
+    /// The context of the last attempt's span, once it ended: the outcome's log entry runs in it.
+    private let last = Lock<ServiceContext?>(nil)
 
     init(tracer: any Tracer, context: ServiceContext, operation: String?) {
         self.tracer = tracer
@@ -97,7 +104,13 @@ private final class RequestSpans: RequestObserver {
             span.recordError(error)
             span.setStatus(SpanStatus(code: .error, message: error.message))
         }
+        last.withLock { $0 = span.context }
         span.end()
+    }
+
+    func withLogContext(_ log: () -> Void) {
+        guard let context = last.withLock({ $0 }) else { return log() }
+        ServiceContext.withValue(context) { log() }
     }
 }
 

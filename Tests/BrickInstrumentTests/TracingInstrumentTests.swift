@@ -2,7 +2,9 @@ import BrickRequest
 import BrickTestServer
 import BrickTracing
 import Foundation
+import InMemoryLogging
 import InMemoryTracing
+import Logging
 import Testing
 import Tracing
 
@@ -65,6 +67,35 @@ struct TracingInstrumentTests {
         // Each attempt carried its own span's context, in W3C form, to the server.
         let sent = server.requests(path: "/flaky").map { $0.header("traceparent") }
         #expect(sent == spans.map { "00-\($0.traceID)-\($0.spanID)-01" })
+    }
+
+    @Test("the outcome's log entry joins the last attempt's span (trace_id, span_id through the logger's metadata provider) and gives its duration")
+    func logJoinsTrace() async throws {
+        let server = try await BrickTestServer.start()
+        defer { server.shutdown() }
+        server.script("/flaky", [.status(503), .ok("fine")])
+        let tracer = W3CTestTracer()
+        var handler = InMemoryLogHandler()
+        // What swift-otel's `.otel` provider does for its own span context.
+        handler.metadataProvider = Logger.MetadataProvider {
+            guard let span = ServiceContext.current?.inMemorySpanContext else { return [:] }
+            return ["trace_id": "\(span.traceID)", "span_id": "\(span.spanID)"]
+        }
+        var logger = Logger(label: "traced") { _ in handler }
+        logger.logLevel = .debug
+        let session = Session(logger: logger, instruments: [TracingInstrument(tracer: tracer)])
+        let response = await Traced(server.baseURL + "/flaky", session: session).response()
+        #expect(response.status == .ok)
+        let spans = tracer.finishedSpans
+        try #require(spans.count == 2)
+        let finished = try #require(handler.entries.first { $0.message.description == "request finished" })
+        #expect(finished.metadata["trace_id"] == "\(spans[1].traceID)")
+        #expect(finished.metadata["span_id"] == "\(spans[1].spanID)", "the last attempt's span, not the first's")
+        let duration = try #require(finished.metadata["http.client.request.duration"].flatMap { Double("\($0)") })
+        #expect(duration > 0 && duration < 60)
+        // Entries written outside any attempt (the request's start) carry no span.
+        let started = try #require(handler.entries.first { $0.message.description == "request started" })
+        #expect(started.metadata["span_id"] == nil)
     }
 
     @Test("the endpoint's operation name names the span; a transport failure is recorded as error.type")

@@ -53,6 +53,13 @@ public protocol RequestObserver: AnyObject, Sendable {
     ///
     /// - Parameter answer: What the cache did.
     func cacheDidAnswer(_ answer: CacheAnswer)
+    /// Runs `log` — the session's entry for the request's outcome, `request finished` or
+    /// `request failed` — in the context of the request's last attempt. `TracingInstrument` makes
+    /// that attempt's span context current, so a logger whose `metadataProvider` reads the trace
+    /// (swift-otel's) adds `trace_id` and `span_id`: the entry joins the span. Default: runs `log`.
+    ///
+    /// - Parameter log: The logging call; run it exactly once, at once.
+    func withLogContext(_ log: () -> Void)
 }
 
 extension RequestObserver {
@@ -60,6 +67,10 @@ extension RequestObserver {
     public func requestDidPark() {}
     /// Does nothing.
     public func cacheDidAnswer(_ answer: CacheAnswer) {}
+    /// Runs `log` as it is.
+    ///
+    /// - Parameter log: The logging call.
+    public func withLogContext(_ log: () -> Void) { log() }
 }
 
 /// What a response cache did for one request.
@@ -103,6 +114,15 @@ final class Observation: Sendable {
 
     func cacheDidAnswer(_ answer: CacheAnswer) {
         for observer in observers { observer.cacheDidAnswer(answer) }
+    }
+
+    /// Runs `log` inside every observer's log context, the first observer's outermost.
+    func withLogContext(_ log: () -> Void) {
+        func run(from index: Int) {
+            guard index < observers.count else { return log() }
+            observers[index].withLogContext { run(from: index + 1) }
+        }
+        run(from: 0)
     }
 }
 

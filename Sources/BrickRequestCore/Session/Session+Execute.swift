@@ -294,6 +294,12 @@ extension Session {
         return metadata
     }
 
+    /// Runs `log`, the entry for a request's outcome, in its instruments' context (the last
+    /// attempt's span: ``RequestObserver/withLogContext(_:)``).
+    static func log(_ prepared: borrowing PreparedRequest, _ log: () -> Void) {
+        if let observation = prepared.observation { observation.withLogContext(log) } else { log() }
+    }
+
     private func report(renderError error: BrickError) {
         // The caller gets the error; a library logs it only for those who ask (debug).
         logger.debug("request could not be rendered", metadata: ["error.message": "\(error)"])
@@ -328,17 +334,21 @@ extension Session {
                 metadata["error.type"] = "\(error.kind)"
                 metadata["error.message"] = "\(error)"
                 let heldBack = NetworkFailure.of(error.kind) == .heldBack
-                prepared.logger.debug(
-                    heldBack ? "request held back by the host's traffic policy" : "request failed",
-                    metadata: metadata
-                )
+                Self.log(prepared) {
+                    prepared.logger.debug(
+                        heldBack ? "request held back by the host's traffic policy" : "request failed",
+                        metadata: metadata
+                    )
+                }
             }
             return .failed(brickError, request: request, retryCount: retries)
         case .success(let response):
             if prepared.logsRequests {
                 var metadata = Self.metadata(request, prepared)
                 metadata["http.response.status_code"] = "\(response.status.code)"
-                prepared.logger.debug("request finished", metadata: metadata)
+                // The last attempt's, in seconds, as the metric of that name counts it.
+                metadata["http.client.request.duration"] = "\(response.metrics.total.seconds)"
+                Self.log(prepared) { prepared.logger.debug("request finished", metadata: metadata) }
             }
             do throws(BrickError) {
                 if let validation = prepared.validation { try validation.validate(response) }

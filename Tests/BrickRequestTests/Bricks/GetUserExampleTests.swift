@@ -5,7 +5,7 @@ import Foundation
 import Synchronization
 import Testing
 
-// The README / DESIGN.md example, unchanged. `Session.api` points at a loopback server through
+// The README's GetUser example, unchanged. `Session.api` points at a loopback server through
 // `originOverride`, so "https://api.example.com/users" is answered on 127.0.0.1.
 
 protocol APISessionRequestType: SessionRequestType {}

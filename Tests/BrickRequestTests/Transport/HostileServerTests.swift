@@ -5,7 +5,7 @@ import BrickTesting
 import Foundation
 import Testing
 
-/// Servers that break HTTP on purpose (issue 18's probes), each as exact bytes from the test
+/// Servers that break HTTP on purpose (a hostile peer's probes), each as exact bytes from the test
 /// server: no response may reach a request it does not answer, no failure may pass for success,
 /// and no claim of the server's may size the client's memory.
 @Suite("CurlTransport against hostile servers", .timeLimit(.minutes(2)))
