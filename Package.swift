@@ -120,8 +120,11 @@ let package = Package(
         .target(
             name: "BrickOfflinePostgres",
             dependencies: [
+                "BrickLifecycle",
                 "BrickOfflineCore",
                 "BrickRequest",
+                // Built by postgres-nio already (PostgresClient is a Service): PostgresQueueService.
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),

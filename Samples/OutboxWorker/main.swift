@@ -36,13 +36,13 @@ func option(_ name: String, in arguments: [String]) -> String? {
 }
 let cap = option("--cap", in: arguments).flatMap(Int.init) ?? 16
 let schema = option("--schema", in: arguments) ?? "brick_offline"
-var enqueue: Worker.Enqueue?
+var enqueue: Enqueuer.Enqueue?
 if let index = arguments.firstIndex(of: "--enqueue") {
     guard index + 2 < arguments.count, let count = Int(arguments[index + 2]) else {
         print("usage: outbox-worker [--cap N] [--schema NAME] [--enqueue URL COUNT]")
         exit(64)
     }
-    enqueue = Worker.Enqueue(url: arguments[index + 1], count: count)
+    enqueue = Enqueuer.Enqueue(url: arguments[index + 1], count: count)
 }
 
 LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
@@ -58,75 +58,89 @@ do {
     exit(1)
 }
 
-/// Adds orders and their outbox entries, one transaction each, then drains the queue until told to stop.
-struct Worker: Service {
-    /// Orders to add first, each with its call to `url`.
+// The queue's service opens the store once the group runs the client, and delivers until SIGTERM.
+let outbox = PostgresQueueService(client: client, schema: schema, logger: logger) { [logger] store in
+    logger.info("draining the outbox", metadata: ["worker": "\(store.workerName)", "cap": "\(cap)"])
+    return PersistentRequestQueue(
+        name: "outbox",
+        store: store,
+        session: Session(),
+        retryInterval: .seconds(5),
+        simultaneousRequestCap: cap
+    )
+}
+
+/// Adds orders and their outbox entries, one transaction each (`--enqueue`), then ends.
+struct Enqueuer: Service {
+    /// Orders to add, each with its call to `url`.
     struct Enqueue {
         var url: String
         var count: Int
     }
 
     let client: PostgresClient
+    let outbox: PostgresQueueService
     let logger: Logger
     let schema: String
-    let cap: Int
-    let enqueue: Enqueue?
+    let enqueue: Enqueue
 
     func run() async throws {
-        let store = try await PostgresOfflineStore(client: client, schema: schema, logger: logger)
-        let queue = PersistentRequestQueue(
-            name: "outbox",
-            store: store,
-            session: Session(),
-            retryInterval: .seconds(5),
-            simultaneousRequestCap: cap
+        let queue = try await outbox.queue()
+        try await client.query(
+            "CREATE TABLE IF NOT EXISTS \(unescaped: schema).orders (id bigserial PRIMARY KEY, placed_at timestamptz DEFAULT now())",
+            logger: logger
         )
-        if let enqueue {
-            try await client.query(
-                "CREATE TABLE IF NOT EXISTS \(unescaped: schema).orders (id bigserial PRIMARY KEY, placed_at timestamptz DEFAULT now())",
-                logger: logger
-            )
-            for _ in 0..<enqueue.count {
-                try await client.withTransaction(logger: logger) { connection in
-                    var order: Int64 = 0
-                    for try await id in try await connection.query(
-                        "INSERT INTO \(unescaped: schema).orders DEFAULT VALUES RETURNING id",
-                        logger: logger
-                    ).decode(Int64.self) {
-                        order = id
-                    }
-                    // The call exists if and only if the order does.
-                    try await queue.add(NotifyPartner(url: enqueue.url, order: order), in: connection)
+        for _ in 0..<enqueue.count {
+            try await client.withTransaction(logger: logger) { connection in
+                var order: Int64 = 0
+                for try await id in try await connection.query(
+                    "INSERT INTO \(unescaped: schema).orders DEFAULT VALUES RETURNING id",
+                    logger: logger
+                ).decode(Int64.self) {
+                    order = id
                 }
+                // The call exists if and only if the order does.
+                try await queue.add(NotifyPartner(url: enqueue.url, order: order), in: connection)
             }
-            logger.info("added \(enqueue.count) orders and their calls")
         }
-        let events = queue.events
-        let reporter = Task {
-            for await event in events { logger.info("\(event)") }
-        }
-        defer { reporter.cancel() }
-        logger.info("draining the outbox", metadata: ["worker": "\(store.workerName)", "cap": "\(cap)"])
-        try await OfflineQueueService(queue, gracePeriod: .seconds(10)).run()
-        let pending = try await store.count(queue: "outbox")
-        logger.info("stopped; pending entries are left for the other workers", metadata: ["pending": "\(pending)"])
+        logger.info("added \(enqueue.count) orders and their calls")
     }
 }
 
+/// Logs what the queue does (deliveries, retries, dead letters) until shutdown.
+struct EventLog: Service {
+    let outbox: PostgresQueueService
+    let logger: Logger
+
+    func run() async throws {
+        let queue = try await outbox.queue()
+        for await event in queue.events.cancelOnGracefulShutdown() { logger.info("\(event)") }
+    }
+}
+
+var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+    .init(service: client),
+    .init(service: outbox, successTerminationBehavior: .gracefullyShutdownGroup),
+    .init(service: EventLog(outbox: outbox, logger: logger)),
+]
+if let enqueue {
+    services.append(
+        .init(
+            service: Enqueuer(client: client, outbox: outbox, logger: logger, schema: schema, enqueue: enqueue),
+            successTerminationBehavior: .ignore
+        )
+    )
+}
 let group = ServiceGroup(
     configuration: ServiceGroupConfiguration(
-        services: [
-            .init(service: client),
-            .init(
-                service: Worker(client: client, logger: logger, schema: schema, cap: cap, enqueue: enqueue),
-                successTerminationBehavior: .gracefullyShutdownGroup),
-        ],
+        services: services,
         gracefulShutdownSignals: [.sigterm, .sigint],
         logger: logger
     )
 )
 do {
     try await group.run()
+    logger.info("stopped; entries not delivered are left for the other workers")
 } catch {
     logger.error("outbox-worker failed: \(error)")
     exit(1)
