@@ -114,6 +114,8 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Retries made before the call failed with this error (0: it failed at its first attempt),
     /// so that the description says a `503` came after three retries, not at once.
     package var retriesBefore = 0
+    /// How long the request ran, from its first attempt to this error, when it was retried.
+    package var retriedFor: Duration?
 
     /// Compares codes only.
     public static func == (lhs: BrickError, rhs: BrickError) -> Bool { lhs.code == rhs.code }
@@ -122,7 +124,10 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         var text = "BrickError.\(code): \(message)"
         if let status { text += " (status \(status.code))" }
-        if retriesBefore > 0 { text += " after \(retriesBefore) \(retriesBefore == 1 ? "retry" : "retries")" }
+        if retriesBefore > 0 {
+            text += " after \(retriesBefore) \(retriesBefore == 1 ? "retry" : "retries")"
+            if let retriedFor { text += " over \(Self.spoken(retriedFor))" }
+        }
         if let transport = underlying as? TransportError, transport.message == message {
             // The same sentence twice says nothing: only what the transport error adds.
             text += transport.details
@@ -130,6 +135,12 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
             text += " [\(underlying)]"
         }
         return text
+    }
+
+    /// `15 s`, `2.5 s`, `0.3 s`: tenths below 10 s, whole seconds above.
+    static func spoken(_ duration: Duration) -> String {
+        let seconds = max(0, duration.seconds)
+        return seconds < 10 ? "\((seconds * 10).rounded() / 10) s" : "\(Int(seconds.rounded())) s"
     }
 
     /// Cancelled by the caller.

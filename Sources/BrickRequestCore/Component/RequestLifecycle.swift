@@ -24,6 +24,8 @@ package final class RequestLifecycle: Sendable {
     private struct Storage {
         var state: RequestState = .waiting
         var retryCount = 0
+        /// When the first attempt began, on the session's clock, once a retry was made.
+        var retriedSince: Duration?
         var task: TransportTask?
         /// The destination's reachability when the last attempt failed for want of a network.
         var reachabilityAtFailure: ReachabilityStatus?
@@ -79,11 +81,13 @@ package final class RequestLifecycle: Sendable {
         if cancelNow { task.cancel() }
     }
 
-    /// Records that retry `count` is about to be made. Returns `false` if the request was cancelled.
-    func retrying(_ count: Int) -> Bool {
+    /// Records that retry `count` is about to be made, for a request whose first attempt began at
+    /// `startedAt` (session clock). Returns `false` if the request was cancelled.
+    func retrying(_ count: Int, startedAt: Duration) -> Bool {
         storage.withLock {
             guard $0.state != .cancelled && $0.state != .completed else { return false }
             $0.state = .retrying(count)
+            if $0.retriedSince == nil { $0.retriedSince = startedAt }
             $0.retryCount = count
             return true
         }
@@ -159,22 +163,22 @@ package final class RequestLifecycle: Sendable {
 
     /// ``complete()``, and the retries made, under one lock. The finished transfer is released
     /// after the lock.
-    func completeCountingRetries() -> (completed: Bool, retries: Int, declinedRetryDate: Date?) {
+    func completeCountingRetries() -> (completed: Bool, retries: Int, retriedSince: Duration?, declinedRetryDate: Date?) {
         // The task comes out of the lock so that releasing it (and the transfer) happens after it.
-        let (_, completed, retries, declined, registry) = storage.withLock {
-            storage -> (TransportTask?, Bool, Int, Date?, Unmanaged<RunningRequests>?) in
+        let (_, completed, retries, since, declined, registry) = storage.withLock {
+            storage -> (TransportTask?, Bool, Int, Duration?, Date?, Unmanaged<RunningRequests>?) in
             let finished = storage.task
             let registry = storage.registry
             storage.task = nil
             storage.registry = nil
             if storage.state == .cancelled {
-                return (finished, false, storage.retryCount, storage.declinedRetryDate, registry)
+                return (finished, false, storage.retryCount, storage.retriedSince, storage.declinedRetryDate, registry)
             }
             storage.state = .completed
-            return (finished, true, storage.retryCount, storage.declinedRetryDate, registry)
+            return (finished, true, storage.retryCount, storage.retriedSince, storage.declinedRetryDate, registry)
         }
         registry?._withUnsafeGuaranteedRef { $0.remove(self) }
-        return (completed, retries, declined)
+        return (completed, retries, since, declined)
     }
 }
 

@@ -314,7 +314,8 @@ extension Session {
         result: consuming Result<TransportResponse, TransportError>,
         lifecycle: RequestLifecycle
     ) -> Outcome {
-        let (completed, retries, declinedRetryDate) = lifecycle.completeCountingRetries()
+        let (completed, retries, retriedSince, declinedRetryDate) = lifecycle.completeCountingRetries()
+        let retriedFor = retriedSince.map { clock.elapsed() - $0 }
         let wasCancelled = !completed
         for monitor in eventMonitors { monitor.request(request, didCompleteWith: result) }
         // Consumed: the response moves into the outcome instead of being copied.
@@ -327,6 +328,7 @@ extension Session {
                 ? BrickError(.cancelled, message: "the request was cancelled", underlying: error)
                 : BrickError.transport(error)
             brickError.retriesBefore = retries
+            brickError.retriedFor = retriedFor
             if prepared.logsRequests, brickError.code != .cancelled {
                 // The caller gets the error; a library logs it only for those who ask (debug).
                 // Held back by the host's policy: the change itself was logged once, at info.
@@ -358,6 +360,7 @@ extension Session {
             } catch {
                 var error = error
                 error.retriesBefore = retries
+                error.retriedFor = retriedFor
                 if let declinedRetryDate { error.serverNotBefore = declinedRetryDate }
                 var outcome = Outcome(request: request, ending: .failed(error, response), retryCount: retries)
                 outcome.notBefore = declinedRetryDate

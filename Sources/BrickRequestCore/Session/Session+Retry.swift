@@ -117,9 +117,9 @@ extension Session {
                 }
                 return result
             case .retry:
-                guard lifecycle.retrying(engine.retryCount) else { continue }
+                guard lifecycle.retrying(engine.retryCount, startedAt: startedAt) else { continue }
             case .retryAfter(let delay):
-                guard lifecycle.retrying(engine.retryCount) else { continue }
+                guard lifecycle.retrying(engine.retryCount, startedAt: startedAt) else { continue }
                 var metadata = Self.metadata(request, prepared)
                 metadata["brick.retry.delay"] = "\(delay)"
                 metadata["brick.retry.reason"] = "\(engine.lastReason)"

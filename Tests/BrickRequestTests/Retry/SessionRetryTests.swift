@@ -221,7 +221,7 @@ struct SessionRetryTests {
         #expect(monitor.count == 1)
     }
 
-    @Test("an error after retries says how many were made; one at the first attempt says nothing of retries")
+    @Test("an error after retries says how many were made and over how long (the session clock); one at the first attempt says nothing of retries")
     func errorSaysRetries() async throws {
         let stub = StubTransport()
         stub.stub(.get, "/down", .status(.serviceUnavailable), .status(.serviceUnavailable), .status(.serviceUnavailable), .status(.serviceUnavailable))
@@ -230,7 +230,7 @@ struct SessionRetryTests {
         let retried = await Flaky("https://api.example.com/down", session: session, retry: .soft).response()
         #expect(retried.retryCount == 3)
         let error = try #require(retried.error)
-        #expect("\(error)".hasSuffix("(status 503) after 3 retries"), "\(error)")
+        #expect("\(error)".hasSuffix("(status 503) after 3 retries over 15 s"), "\(error)")
         let once = await Flaky("https://api.example.com/once", session: session, retry: .none).response()
         let first = try #require(once.error)
         #expect(!"\(first)".contains("retr"), "\(first)")
