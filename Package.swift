@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "BrickTracing", targets: ["BrickTracing"]),
         .executable(name: "brick-demo", targets: ["BrickDemo"]),
         .executable(name: "outbox-worker", targets: ["OutboxWorker"]),
+        .executable(name: "brick-queue", targets: ["BrickQueue"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-http-types", from: "1.3.0"),
@@ -35,6 +36,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
+        // Only the brick-queue tool builds this.
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.0"),
     ],
     targets: [
         .systemLibrary(
@@ -216,6 +219,17 @@ let package = Package(
             ],
             path: "Samples/OutboxWorker"
         ),
+        // brick-queue: the operator's command line over a SQLite or PostgreSQL store (its own target:
+        // library users never build it, nor swift-argument-parser).
+        .executableTarget(
+            name: "BrickQueue",
+            dependencies: [
+                "BrickOfflineCore", "BrickOfflinePostgres", "BrickOfflineSQLite", "BrickRequest",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // For the test suite: measures a large download's memory in a process of its own.
         .executableTarget(
             name: "brick-memory-probe",
@@ -302,6 +316,16 @@ let package = Package(
                 "BrickTesting", "BrickTestServer", "BrickTestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // brick-queue, the built binary, against a SQLite file and the fixture's PostgreSQL.
+        .testTarget(
+            name: "BrickQueueTests",
+            dependencies: [
+                "BrickOffline", "BrickOfflinePostgres", "BrickOfflineTestSupport", "BrickRequest", "BrickTestServer",
+                "BrickTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -584,3 +584,18 @@ extension PostgresOfflineStore {
         )
     }
 }
+
+extension PostgresOfflineStore: InspectableOfflineStore {
+    public func queueNames() async throws -> [String] {
+        try await run("list the queues") { [self] in
+            var names: [String] = []
+            for try await name in try await client.query(
+                "SELECT DISTINCT queue FROM \(unescaped: schema).entry ORDER BY queue",
+                logger: logger
+            ).decode(String.self) {
+                names.append(name)
+            }
+            return names
+        }
+    }
+}

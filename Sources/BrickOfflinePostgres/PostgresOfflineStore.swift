@@ -202,7 +202,7 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
         }
     }
 
-    static func storeError(_ error: any Error, doing what: String) -> OfflineStoreError {
+    package static func storeError(_ error: any Error, doing what: String) -> OfflineStoreError {
         guard let error = error as? PSQLError else {
             if error is CancellationError { return OfflineStoreError(.io, message: "cannot \(what): cancelled") }
             if String(describing: type(of: error)) == "ConnectionPoolError" {

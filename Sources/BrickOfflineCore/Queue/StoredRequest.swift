@@ -7,11 +7,11 @@ import HTTPTypes
 /// written); a file body is read when the entry is added (a snapshot, as the request was then).
 package struct StoredRequest: Codable, Sendable, Hashable {
     /// The format's version, for entries written by a later release.
-    var version = 1
-    var method: String
-    var url: String
-    var headers: [[String]]
-    var body: Data?
+    package var version = 1
+    package var method: String
+    package var url: String
+    package var headers: [[String]]
+    package var body: Data?
     /// The endpoint's own limits, kept so that every attempt obeys them (absent in entries written
     /// before they were kept: the transport's defaults then apply).
     var timeoutSeconds: Double?

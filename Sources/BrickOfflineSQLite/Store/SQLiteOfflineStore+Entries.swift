@@ -468,3 +468,11 @@ extension SQLiteOfflineStore {
         try await read("check integrity") { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") ?? "" }
     }
 }
+
+extension SQLiteOfflineStore: InspectableOfflineStore {
+    public func queueNames() async throws -> [String] {
+        try await read("list the queues") { db in
+            try String.fetchAll(db, sql: "SELECT DISTINCT queue FROM entry ORDER BY queue")
+        }
+    }
+}

@@ -1,0 +1,189 @@
+import ArgumentParser
+import BrickOfflineCore
+import BrickRequest
+import Foundation
+
+/// `status`: every queue's depth, what is due, leased and dead, and the oldest pending entry's age.
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Every queue: pending, due now, leased, dead, oldest pending age."
+    )
+    @ParentCommand var root: BrickQueue
+
+    func run() async throws {
+        let now = Date()
+        let summaries = try await root.withStore { store in
+            var summaries: [QueueSummary] = []
+            for name in try await store.queueNames() {
+                let pending = try await store.list(queue: name)
+                let dead = try await store.deadLetters(queue: name)
+                summaries.append(QueueSummary(queue: name, pending: pending, dead: dead, now: now))
+            }
+            return summaries
+        }
+        if root.json {
+            for summary in summaries { Output.line(summary.json) }
+        } else if summaries.isEmpty {
+            print("no queue holds an entry")
+        } else {
+            Output.table(
+                ["QUEUE", "PENDING", "DUE", "LEASED", "DEAD", "OLDEST PENDING"],
+                summaries.map {
+                    [$0.queue, "\($0.pending)", "\($0.due)", "\($0.leased)", "\($0.dead)",
+                     $0.oldestPendingSeconds.map(Output.age) ?? "-"]
+                }
+            )
+        }
+    }
+}
+
+/// `list QUEUE`: a queue's pending entries (or its dead letters), oldest first, paged.
+struct List: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "A queue's entries, or its dead letters, oldest first.")
+    @ParentCommand var root: BrickQueue
+
+    @Argument(help: "The queue.") var queue: String
+    @Flag(help: "The dead letters instead of the pending entries.") var dead = false
+    @Option(help: "At most this many entries.") var limit = 100
+    @Option(help: ArgumentHelp("Start after this entry (the last ID of the previous page).", valueName: "id"))
+    var after: String?
+
+    func validate() throws {
+        guard limit > 0 else { throw ValidationError("--limit must be at least 1") }
+        if let after, UUID(uuidString: after) == nil { throw ValidationError("--after takes an entry ID") }
+    }
+
+    func run() async throws {
+        let (dead, queue) = (self.dead, self.queue)
+        var entries = try await root.withStore { store in
+            dead ? try await store.deadLetters(queue: queue) : try await store.list(queue: queue)
+        }
+        if let after = after.flatMap(UUID.init(uuidString:)) {
+            guard let index = entries.firstIndex(where: { $0.id == after }) else {
+                throw Refusal("no entry \(after) in \(dead ? "the dead letters of " : "")\(queue)")
+            }
+            entries = Array(entries[(index + 1)...])
+        }
+        let page = entries.prefix(limit).map(EntryView.init)
+        if root.json {
+            for entry in page { Output.line(entry.json(body: false)) }
+        } else if page.isEmpty {
+            print(dead ? "no dead letter in \(queue)" : "nothing pending in \(queue)")
+        } else {
+            Output.table(
+                ["ID", "CREATED", "ATTEMPTS", dead ? "DIED" : "NEXT ATTEMPT", "REQUEST", dead ? "REASON" : "LAST"],
+                page.map {
+                    [$0.entry.id.uuidString, Output.date($0.entry.createdAt), "\($0.entry.attempts)",
+                     Output.date(dead ? $0.entry.deadLetter?.date ?? $0.entry.notBefore : $0.entry.notBefore),
+                     "\($0.method) \($0.url)", dead ? $0.entry.deadLetter?.reason ?? "" : $0.lastOutcome]
+                }
+            )
+            if entries.count > limit { print("… more: --after \(page.last!.entry.id.uuidString)") }
+        }
+    }
+}
+
+/// `show ID`: everything stored about one entry, credentials never (they are never stored).
+struct Show: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Everything stored about one entry.")
+    @ParentCommand var root: BrickQueue
+
+    @Argument(help: "The entry's ID.") var id: String
+    @Flag(help: "Include the request body (at most 64 KiB: text, or hex when it is not UTF-8).") var body = false
+
+    func validate() throws {
+        if UUID(uuidString: id) == nil { throw ValidationError("\(id) is not an entry ID") }
+    }
+
+    func run() async throws {
+        let id = UUID(uuidString: self.id)!
+        let found = try await root.withStore { store in try await Lookup.entry(id, in: store) }
+        guard let entry = found else { throw Refusal("no entry \(id) in any queue") }
+        let view = EntryView(entry)
+        if root.json {
+            Output.line(view.json(body: body))
+            return
+        }
+        var lines: [(String, String)] = [
+            ("id", entry.id.uuidString), ("queue", entry.queue), ("request", "\(view.method) \(view.url)"),
+            ("created", Output.date(entry.createdAt)), ("attempts", "\(entry.attempts)" + (entry.maxAttempts.map { " of \($0)" } ?? "")),
+            ("next attempt", Output.date(entry.notBefore)), ("idempotency key", entry.idempotencyKey),
+        ]
+        if let key = entry.dedupeKey { lines.append(("dedupe key", key)) }
+        if let expiry = entry.expiresAt { lines.append(("expires", Output.date(expiry))) }
+        if let lease = entry.lease { lines.append(("leased until", Output.date(lease.expiresAt))) }
+        if let last = entry.lastAttempt { lines.append(("last attempt", "\(Output.date(last.date)) \(view.lastOutcome)")) }
+        if let dead = entry.deadLetter { lines.append(("dead since", "\(Output.date(dead.date)): \(dead.reason)")) }
+        for header in view.headers { lines.append(("header", "\(header.name): \(header.value)")) }
+        let width = lines.map(\.0.count).max() ?? 0
+        for (name, value) in lines { print(name.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + value) }
+        if body, let text = view.bodyText ?? view.bodyHex { print("\n" + text) }
+    }
+}
+
+/// `retry`: dead letters back to pending, due now.
+struct Retry: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Put dead letters back: pending, due now, attempts from zero.",
+        discussion: "brick-queue retry ID…   or   brick-queue retry --dead QUEUE --all [--older-than 1h]"
+    )
+    @ParentCommand var root: BrickQueue
+
+    @Argument(help: "Dead letters' IDs.") var ids: [String] = []
+    @Option(help: ArgumentHelp("Every dead letter of this queue (with --all).", valueName: "queue")) var dead: String?
+    @Flag(help: "With --dead: every dead letter of the queue.") var all = false
+    @Option(help: ArgumentHelp("With --all: only those dead for longer than this (30s, 15m, 1h, 7d).", valueName: "age"))
+    var olderThan: String?
+
+    func validate() throws {
+        if ids.isEmpty == (dead == nil) { throw ValidationError("give dead letters' IDs, or --dead QUEUE --all") }
+        if dead != nil && !all { throw ValidationError("--dead QUEUE needs --all (every dead letter of the queue)") }
+        if olderThan != nil && dead == nil { throw ValidationError("--older-than goes with --dead QUEUE --all") }
+        if let olderThan, Output.seconds(olderThan) == nil { throw ValidationError("--older-than takes an age such as 30s, 15m, 1h or 7d") }
+        for id in ids where UUID(uuidString: id) == nil { throw ValidationError("\(id) is not an entry ID") }
+    }
+
+    func run() async throws {
+        let now = Date()
+        let ids = self.ids.compactMap(UUID.init(uuidString:))
+        let (queue, cutoff) = (dead, olderThan.flatMap(Output.seconds).map { now.addingTimeInterval(-$0) })
+        let (retried, refused) = try await root.withStore { store -> ([UUID], [String]) in
+            var retried: [UUID] = []
+            var refused: [String] = []
+            if let queue {
+                for entry in try await store.deadLetters(queue: queue) where cutoff.map({ (entry.deadLetter?.date ?? now) < $0 }) ?? true {
+                    try await store.retryDeadLetter(entry.id, now: now)
+                    retried.append(entry.id)
+                }
+                return (retried, refused)
+            }
+            for id in ids {
+                do {
+                    try await store.retryDeadLetter(id, now: now)
+                    retried.append(id)
+                } catch let error as OfflineStoreError where error.kind == .notFound {
+                    let pending = try await Lookup.entry(id, in: store)
+                    refused.append(pending == nil ? "no entry \(id)" : "\(id) is pending, not a dead letter: its queue retries it")
+                }
+            }
+            return (retried, refused)
+        }
+        if root.json {
+            for id in retried { Output.line(["id": id.uuidString, "retried": true]) }
+        } else {
+            print(retried.isEmpty ? "no dead letter retried" : "\(retried.count) dead letter\(retried.count == 1 ? "" : "s") back to pending, due now")
+        }
+        if !refused.isEmpty { throw Refusal(refused.joined(separator: "; ")) }
+    }
+}
+
+/// Finds an entry, pending or dead, by ID in every queue of a store.
+enum Lookup {
+    static func entry(_ id: UUID, in store: any InspectableOfflineStore) async throws -> OfflineEntry? {
+        for name in try await store.queueNames() {
+            if let found = try await store.list(queue: name).first(where: { $0.id == id }) { return found }
+            if let found = try await store.deadLetters(queue: name).first(where: { $0.id == id }) { return found }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,148 @@
+import BrickOffline
+import BrickOfflinePostgres
+import BrickOfflineTestSupport
+import BrickRequest
+import BrickTestServer
+import BrickTestSupport
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+/// `brick-queue` run as an operator runs it — the built binary, in a process of its own — against
+/// real stores: a SQLite file and the private PostgreSQL the fixture starts. `--json` output is
+/// parsed here; exit statuses are checked.
+@Suite("brick-queue against real stores", .serialized, .timeLimit(.minutes(3)))
+struct BrickQueueCommandTests {
+    /// The output (stdout and stderr) and exit status of `brick-queue ARGUMENTS`.
+    struct Run {
+        let output: String
+        let status: Int32
+        var lines: [String] { output.split(separator: "\n").map(String.init) }
+        /// Each output line parsed as a JSON object.
+        var objects: [[String: Any]] {
+            lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+    }
+
+    static func brickQueue(_ arguments: [String], environment: [String: String] = [:]) async throws -> Run {
+        let binary = testProductsDirectory.appendingPathComponent("brick-queue").path
+        let exports = environment.map { "export \($0.key)='\($0.value)'; " }.joined()
+        let command = ([binary] + arguments).map { "'\($0)'" }.joined(separator: " ")
+        let text = try await Subprocess.run("\(exports)\(command) 2>&1; echo \"exit=$?\"")
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        while lines.last == "" { lines.removeLast() }
+        let status = Int32(lines.removeLast().dropFirst("exit=".count)) ?? -1
+        return Run(output: lines.joined(separator: "\n"), status: status)
+    }
+
+    /// A store with two pending entries (due in an hour) and one dead letter (a 500 at its only
+    /// attempt) in queue `hooks`; returns the IDs of the pending entries and of the dead letter.
+    static func fill(_ store: any OfflineStore, server: BrickTestServer) async throws -> (pending: [UUID], dead: UUID) {
+        server.route("/fail") { _ in .status(500) }
+        let queue = PersistentRequestQueue(name: "hooks", store: store, session: Session(), retryInterval: .milliseconds(50))
+        let later = PersistentRequestQueue.EntryOptions(notBefore: Date().addingTimeInterval(3600))
+        try await queue.add(RecordSale(server.baseURL + "/anything/a?token=secret", amount: 1), options: later)
+        try await queue.add(RecordSale(server.baseURL + "/anything/b", amount: 2), options: later)
+        try await queue.add(RecordSale(server.baseURL + "/fail", amount: 3), options: .init(maxAttempts: 1))
+        await eventually(within: .seconds(30)) { ((try? await queue.deadLetters()) ?? []).count == 1 }
+        let dead = try #require(try await queue.deadLetters().first).id
+        let pending = try await queue.entries().map(\.id)
+        await queue.close(gracePeriod: .zero)
+        return (pending, dead)
+    }
+
+    @Test("on a SQLite file: status, list (pending and dead), show, retry a dead letter; a pending entry and a missing file are refused (1), a usage error is 2")
+    func sqlite() async throws {
+        try await withServer { server in
+            try await withDirectory { directory in
+                let ids: (pending: [UUID], dead: UUID)
+                do {
+                    let store = try await SQLiteOfflineStore.open(name: "offline", directory: directory)
+                    ids = try await Self.fill(store, server: server)
+                }
+                let path = directory.appendingPathComponent("offline.sqlite").path
+
+                let status = try await Self.brickQueue(["--sqlite", path, "--json", "status"])
+                #expect(status.status == 0, "\(status.output)")
+                let summary = try #require(status.objects.first)
+                #expect(summary["queue"] as? String == "hooks")
+                #expect(summary["pending"] as? Int == 2)
+                #expect(summary["due"] as? Int == 0, "both are due in an hour")
+                #expect(summary["dead"] as? Int == 1)
+                #expect(summary["leased"] as? Int == 0)
+
+                let pending = try await Self.brickQueue(["--sqlite", path, "--json", "list", "hooks"])
+                #expect(pending.objects.compactMap { $0["id"] as? String } == ids.pending.map(\.uuidString))
+                // The URL as telemetry records it: no query (a token may be there).
+                #expect(pending.objects.first?["url"] as? String == server.baseURL + "/anything/a")
+                #expect(!pending.output.contains("secret"))
+                let paged = try await Self.brickQueue(["--sqlite", path, "--json", "list", "hooks", "--limit", "1", "--after", ids.pending[0].uuidString])
+                #expect(paged.objects.compactMap { $0["id"] as? String } == [ids.pending[1].uuidString])
+
+                let dead = try await Self.brickQueue(["--sqlite", path, "--json", "list", "hooks", "--dead"])
+                let letter = try #require(dead.objects.first)
+                #expect(letter["id"] as? String == ids.dead.uuidString)
+                #expect(letter["lastStatus"] as? Int == 500)
+                #expect(letter["deadReason"] is String)
+
+                let shown = try await Self.brickQueue(["--sqlite", path, "--json", "show", ids.dead.uuidString, "--body"])
+                let entry = try #require(shown.objects.first)
+                #expect(entry["method"] as? String == "POST")
+                #expect(entry["bodyText"] as? String == "amount=3")
+                let human = try await Self.brickQueue(["--sqlite", path, "show", ids.dead.uuidString])
+                #expect(human.status == 0)
+                #expect(human.output.contains("HTTP 500"), "\(human.output)")
+
+                let pendingRetry = try await Self.brickQueue(["--sqlite", path, "retry", ids.pending[0].uuidString])
+                #expect(pendingRetry.status == 1)
+                #expect(pendingRetry.output.contains("is pending, not a dead letter"), "\(pendingRetry.output)")
+                let retried = try await Self.brickQueue(["--sqlite", path, "retry", ids.dead.uuidString])
+                #expect(retried.status == 0, "\(retried.output)")
+                let after = try await Self.brickQueue(["--sqlite", path, "--json", "status"])
+                #expect(after.objects.first?["dead"] as? Int == 0)
+                #expect(after.objects.first?["pending"] as? Int == 3)
+                #expect(after.objects.first?["due"] as? Int == 1, "the retried entry is due now")
+
+                let missing = try await Self.brickQueue(["--sqlite", directory.appendingPathComponent("none.sqlite").path, "status"])
+                #expect(missing.status == 1)
+                #expect(missing.output.contains("no store at"))
+                let both = try await Self.brickQueue(["--sqlite", path, "--postgres", "postgres://x", "status"])
+                #expect(both.status == 2, "\(both.output)")
+                let noID = try await Self.brickQueue(["--sqlite", path, "show", "not-an-id"])
+                #expect(noID.status == 2)
+            }
+        }
+    }
+
+    @Test("on PostgreSQL: status and retry --dead QUEUE --all beside the store's own client; a schema that holds no store is refused")
+    func postgres() async throws {
+        try await withServer { server in
+            let fixture = try PostgresFixture.server()
+            let running = RunningClient(fixture.configuration())
+            defer { running.shutdown() }
+            let schema = PostgresFixture.freshSchema()
+            let store = try await PostgresOfflineStore(
+                client: running.client, schema: schema, startupDeadline: PostgresFixture.startupDeadline
+            )
+            let ids = try await Self.fill(store, server: server)
+            let url = "postgres://\(fixture.user):\(fixture.password)@\(fixture.host):\(fixture.port)/\(fixture.database)?sslmode=disable"
+
+            let status = try await Self.brickQueue(["--postgres", url, "--schema", schema, "--json", "status"])
+            #expect(status.status == 0, "\(status.output)")
+            #expect(status.objects.first?["pending"] as? Int == 2)
+            #expect(status.objects.first?["dead"] as? Int == 1)
+            // The password is never printed, whatever happens.
+            #expect(!status.output.contains(fixture.password))
+
+            let retried = try await Self.brickQueue(["--postgres", url, "--schema", schema, "retry", "--dead", "hooks", "--all"])
+            #expect(retried.status == 0, "\(retried.output)")
+            #expect(try await store.deadLetters(queue: "hooks").isEmpty)
+            #expect(try await store.list(queue: "hooks").contains { $0.id == ids.dead })
+
+            let elsewhere = try await Self.brickQueue(["--postgres", url, "--schema", "no_store_here", "status"])
+            #expect(elsewhere.status == 1)
+            #expect(elsewhere.output.contains("no offline store"), "\(elsewhere.output)")
+        }
+    }
+}
