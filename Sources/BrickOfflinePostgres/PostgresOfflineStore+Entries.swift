@@ -598,4 +598,34 @@ extension PostgresOfflineStore: InspectableOfflineStore {
             return names
         }
     }
+
+    public func remove(_ id: OfflineEntry.ID, unlessLeasedAt now: Date) async throws -> OfflineEntry.Removal {
+        try await run("remove an entry") { [self] in
+            // One statement decides, by the database's clock, as every lease is judged.
+            let removed = try await changed(
+                client.query(
+                    """
+                    WITH done AS (
+                        DELETE FROM \(unescaped: schema).entry WHERE id = \(id)
+                          AND (dead_at IS NOT NULL OR lease_token IS NULL OR lease_expires_at <= clock_timestamp())
+                        RETURNING queue)
+                    SELECT queue FROM done
+                    """,
+                    logger: logger
+                )
+            )
+            if removed { return .removed }
+            var expiry: Date?? = .none
+            for try await value in try await client.query(
+                "SELECT lease_expires_at FROM \(unescaped: schema).entry WHERE id = \(id)",
+                logger: logger
+            ).decode(Date?.self) {
+                expiry = .some(value)
+            }
+            switch expiry {
+            case .none: return .notFound
+            case .some(let date): return .leased(until: date ?? now)
+            }
+        }
+    }
 }

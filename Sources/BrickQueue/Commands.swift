@@ -187,3 +187,77 @@ enum Lookup {
         return nil
     }
 }
+
+/// `remove ID…`: entries gone, pending or dead — never one a worker holds.
+struct Remove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Remove entries, pending or dead; an entry under a worker's lease is left to it (exit 1)."
+    )
+    @ParentCommand var root: BrickQueue
+
+    @Argument(help: "The entries' IDs.") var ids: [String]
+
+    func validate() throws {
+        if ids.isEmpty { throw ValidationError("give the IDs of the entries to remove") }
+        for id in ids where UUID(uuidString: id) == nil { throw ValidationError("\(id) is not an entry ID") }
+    }
+
+    func run() async throws {
+        let ids = self.ids.compactMap(UUID.init(uuidString:))
+        let outcomes = try await root.withStore { store in
+            var outcomes: [(UUID, OfflineEntry.Removal)] = []
+            for id in ids { outcomes.append((id, try await store.remove(id, unlessLeasedAt: Date()))) }
+            return outcomes
+        }
+        let removed = outcomes.filter { $0.1 == .removed }.map(\.0)
+        if root.json {
+            for id in removed { Output.line(["id": id.uuidString, "removed": true]) }
+        } else {
+            print(removed.isEmpty ? "nothing removed" : "\(removed.count) entr\(removed.count == 1 ? "y" : "ies") removed")
+        }
+        let refused = outcomes.compactMap { id, outcome -> String? in
+            switch outcome {
+            case .removed: return nil
+            case .notFound: return "no entry \(id)"
+            case .leased(let until):
+                return "\(id) is under a worker's lease until \(Output.date(until)): left to it (try again once its attempt ends)"
+            }
+        }
+        if !refused.isEmpty { throw Refusal(refused.joined(separator: "; ")) }
+    }
+}
+
+/// `purge --dead QUEUE`: a queue's dead letters gone, or those dead for longer than an age.
+struct Purge: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Remove a queue's dead letters (all, or those dead for longer than --older-than)."
+    )
+    @ParentCommand var root: BrickQueue
+
+    @Option(help: ArgumentHelp("The queue whose dead letters go.", valueName: "queue")) var dead: String
+    @Option(help: ArgumentHelp("Only those dead for longer than this (30s, 15m, 1h, 7d).", valueName: "age"))
+    var olderThan: String?
+
+    func validate() throws {
+        if let olderThan, Output.seconds(olderThan) == nil {
+            throw ValidationError("--older-than takes an age such as 30s, 15m, 1h or 7d")
+        }
+    }
+
+    func run() async throws {
+        let now = Date()
+        let (queue, cutoff) = (dead, olderThan.flatMap(Output.seconds).map { now.addingTimeInterval(-$0) })
+        let removed = try await root.withStore { store in
+            var removed: [UUID] = []
+            for entry in try await store.deadLetters(queue: queue) where cutoff.map({ (entry.deadLetter?.date ?? now) < $0 }) ?? true {
+                if try await store.remove(entry.id, unlessLeasedAt: now) == .removed { removed.append(entry.id) }
+            }
+            return removed
+        }
+        if root.json {
+            for id in removed { Output.line(["id": id.uuidString, "removed": true]) }
+        } else {
+            print("\(removed.count) dead letter\(removed.count == 1 ? "" : "s") of \(queue) removed")
+        }
+    }
+}

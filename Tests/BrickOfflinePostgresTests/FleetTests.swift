@@ -222,13 +222,15 @@ struct FleetTests {
     func longAttempt() async throws {
         try await withServer { server in
             try await withFleetStore { store, _ in
+                // 2 s leases, renewed every third: a renewal must be 1.3 s late for the lease to
+                // lapse (with 1 s leases, a loaded CI machine once made it 0.7 s late).
                 let workers = try (0..<2).map { _ in
-                    try FleetWorker(schema: store.schema, queue: "long", cap: 4, leaseMilliseconds: 1000)
+                    try FleetWorker(schema: store.schema, queue: "long", cap: 4, leaseMilliseconds: 2000)
                 }
                 for worker in workers { await worker.ready() }
-                _ = try await addEntries(1, to: store, queue: "long", url: { _ in server.baseURL + "/delay/5" })
+                _ = try await addEntries(1, to: store, queue: "long", url: { _ in server.baseURL + "/delay/10" })
                 #expect(try await drained(store, queue: "long"))
-                #expect(server.requests(path: "/delay/5").count == 1)
+                #expect(server.requests(path: "/delay/10").count == 1)
                 // The store is drained before the worker prints its event: wait for the line.
                 await eventually { workers.flatMap(\.lines).contains { $0.hasPrefix("delivered") } }
                 let lines = workers.flatMap(\.lines)

@@ -115,6 +115,71 @@ struct BrickQueueCommandTests {
         }
     }
 
+    @Test("on a SQLite file: purge --dead removes the dead letters, remove a pending entry; a second remove finds nothing (1)")
+    func sqliteRemoveAndPurge() async throws {
+        try await withServer { server in
+            try await withDirectory { directory in
+                let ids: (pending: [UUID], dead: UUID)
+                do {
+                    let store = try await SQLiteOfflineStore.open(name: "offline", directory: directory)
+                    ids = try await Self.fill(store, server: server)
+                }
+                let path = directory.appendingPathComponent("offline.sqlite").path
+                let young = try await Self.brickQueue(["--sqlite", path, "purge", "--dead", "hooks", "--older-than", "1h"])
+                #expect(young.status == 0)
+                #expect(young.output.contains("0 dead letters of hooks removed"), "dead for less than an hour: kept")
+                let purged = try await Self.brickQueue(["--sqlite", path, "--json", "purge", "--dead", "hooks"])
+                #expect(purged.objects.compactMap { $0["id"] as? String } == [ids.dead.uuidString])
+                let removed = try await Self.brickQueue(["--sqlite", path, "remove", ids.pending[0].uuidString])
+                #expect(removed.status == 0, "\(removed.output)")
+                let status = try await Self.brickQueue(["--sqlite", path, "--json", "status"])
+                #expect(status.objects.first?["pending"] as? Int == 1)
+                #expect(status.objects.first?["dead"] as? Int == 0)
+                let again = try await Self.brickQueue(["--sqlite", path, "remove", ids.pending[0].uuidString])
+                #expect(again.status == 1)
+                #expect(again.output.contains("no entry"))
+            }
+        }
+    }
+
+    @Test("on PostgreSQL beside a running worker: an entry under its lease is neither removed nor retried; once delivered it is gone")
+    func fencedBesideAWorker() async throws {
+        try await withServer { server in
+            let fixture = try PostgresFixture.server()
+            let running = RunningClient(fixture.configuration())
+            defer { running.shutdown() }
+            let schema = PostgresFixture.freshSchema()
+            let store = try await PostgresOfflineStore(
+                client: running.client, schema: schema, startupDeadline: PostgresFixture.startupDeadline
+            )
+            let gate = ResponseGate()
+            server.route("/held") { _ in .held(.ok("done"), until: gate) }
+            let queue = PersistentRequestQueue(name: "hooks", store: store, session: Session())
+            try await queue.add(RecordSale(server.baseURL + "/held", amount: 1))
+            await eventually { server.requests(path: "/held").count == 1 }
+            let id = try #require(try await store.list(queue: "hooks").first).id
+            let url = "postgres://\(fixture.user):\(fixture.password)@\(fixture.host):\(fixture.port)/\(fixture.database)?sslmode=disable"
+
+            let status = try await Self.brickQueue(["--postgres", url, "--schema", schema, "--json", "status"])
+            #expect(status.objects.first?["leased"] as? Int == 1)
+            let remove = try await Self.brickQueue(["--postgres", url, "--schema", schema, "remove", id.uuidString])
+            #expect(remove.status == 1)
+            #expect(remove.output.contains("under a worker's lease"), "\(remove.output)")
+            let retry = try await Self.brickQueue(["--postgres", url, "--schema", schema, "retry", id.uuidString])
+            #expect(retry.status == 1)
+            #expect(retry.output.contains("is pending, not a dead letter"), "\(retry.output)")
+            #expect(try await store.list(queue: "hooks").map(\.id) == [id], "the worker's entry is untouched")
+
+            gate.open()
+            await queue.waitUntilEmpty()
+            #expect(server.requests(path: "/held").count == 1)
+            let gone = try await Self.brickQueue(["--postgres", url, "--schema", schema, "remove", id.uuidString])
+            #expect(gone.status == 1)
+            #expect(gone.output.contains("no entry"))
+            await queue.close()
+        }
+    }
+
     @Test("on PostgreSQL: status and retry --dead QUEUE --all beside the store's own client; a schema that holds no store is refused")
     func postgres() async throws {
         try await withServer { server in

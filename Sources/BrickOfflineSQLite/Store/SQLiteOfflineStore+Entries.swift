@@ -475,4 +475,21 @@ extension SQLiteOfflineStore: InspectableOfflineStore {
             try String.fetchAll(db, sql: "SELECT DISTINCT queue FROM entry ORDER BY queue")
         }
     }
+
+    public func remove(_ id: OfflineEntry.ID, unlessLeasedAt now: Date) async throws -> OfflineEntry.Removal {
+        try await write("remove an entry") { db in
+            // One statement decides: a lease taken after a separate check could not slip between.
+            try db.execute(
+                sql: """
+                    DELETE FROM entry WHERE id = ?
+                      AND (deadAt IS NOT NULL OR leaseToken IS NULL OR leaseExpiresAt <= ?)
+                    """,
+                arguments: [id.uuidString, now.timeIntervalSince1970]
+            )
+            if db.changesCount > 0 { return .removed }
+            guard let expiry = try Double.fetchOne(db, sql: "SELECT leaseExpiresAt FROM entry WHERE id = ?", arguments: [id.uuidString])
+            else { return .notFound }
+            return .leased(until: Date(timeIntervalSince1970: expiry))
+        }
+    }
 }
