@@ -52,93 +52,94 @@ struct BrickQueueCommandTests {
         return (pending, dead)
     }
 
-    @Test("on a SQLite file: status, list (pending and dead), show, retry a dead letter; a pending entry and a missing file are refused (1), a usage error is 2")
-    func sqlite() async throws {
+    /// Runs `body` with a loopback server, a directory whose store `offline.sqlite` was filled by
+    /// ``fill(_:server:)`` and closed (its lock released, as a stopped worker leaves it), the
+    /// store's path and the IDs.
+    static func withFilledSQLiteStore(
+        _ body: (BrickTestServer, URL, String, (pending: [UUID], dead: UUID)) async throws -> Void
+    ) async throws {
         try await withServer { server in
             try await withDirectory { directory in
                 let ids: (pending: [UUID], dead: UUID)
                 do {
                     let store = try await SQLiteOfflineStore.open(name: "offline", directory: directory)
-                    ids = try await Self.fill(store, server: server)
+                    ids = try await fill(store, server: server)
                 }
-                let path = directory.appendingPathComponent("offline.sqlite").path
-
-                let status = try await Self.brickQueue(["--sqlite", path, "--json", "status"])
-                #expect(status.status == 0, "\(status.output)")
-                let summary = try #require(status.objects.first)
-                #expect(summary["queue"] as? String == "hooks")
-                #expect(summary["pending"] as? Int == 2)
-                #expect(summary["due"] as? Int == 0, "both are due in an hour")
-                #expect(summary["dead"] as? Int == 1)
-                #expect(summary["leased"] as? Int == 0)
-
-                let pending = try await Self.brickQueue(["--sqlite", path, "--json", "list", "hooks"])
-                #expect(pending.objects.compactMap { $0["id"] as? String } == ids.pending.map(\.uuidString))
-                // The URL as telemetry records it: no query (a token may be there).
-                #expect(pending.objects.first?["url"] as? String == server.baseURL + "/anything/a")
-                #expect(!pending.output.contains("secret"))
-                let paged = try await Self.brickQueue(["--sqlite", path, "--json", "list", "hooks", "--limit", "1", "--after", ids.pending[0].uuidString])
-                #expect(paged.objects.compactMap { $0["id"] as? String } == [ids.pending[1].uuidString])
-
-                let dead = try await Self.brickQueue(["--sqlite", path, "--json", "list", "hooks", "--dead"])
-                let letter = try #require(dead.objects.first)
-                #expect(letter["id"] as? String == ids.dead.uuidString)
-                #expect(letter["lastStatus"] as? Int == 500)
-                #expect(letter["deadReason"] is String)
-
-                let shown = try await Self.brickQueue(["--sqlite", path, "--json", "show", ids.dead.uuidString, "--body"])
-                let entry = try #require(shown.objects.first)
-                #expect(entry["method"] as? String == "POST")
-                #expect(entry["bodyText"] as? String == "amount=3")
-                let human = try await Self.brickQueue(["--sqlite", path, "show", ids.dead.uuidString])
-                #expect(human.status == 0)
-                #expect(human.output.contains("HTTP 500"), "\(human.output)")
-
-                let pendingRetry = try await Self.brickQueue(["--sqlite", path, "retry", ids.pending[0].uuidString])
-                #expect(pendingRetry.status == 1)
-                #expect(pendingRetry.output.contains("is pending, not a dead letter"), "\(pendingRetry.output)")
-                let retried = try await Self.brickQueue(["--sqlite", path, "retry", ids.dead.uuidString])
-                #expect(retried.status == 0, "\(retried.output)")
-                let after = try await Self.brickQueue(["--sqlite", path, "--json", "status"])
-                #expect(after.objects.first?["dead"] as? Int == 0)
-                #expect(after.objects.first?["pending"] as? Int == 3)
-                #expect(after.objects.first?["due"] as? Int == 1, "the retried entry is due now")
-
-                let missing = try await Self.brickQueue(["--sqlite", directory.appendingPathComponent("none.sqlite").path, "status"])
-                #expect(missing.status == 1)
-                #expect(missing.output.contains("no store at"))
-                let both = try await Self.brickQueue(["--sqlite", path, "--postgres", "postgres://x", "status"])
-                #expect(both.status == 2, "\(both.output)")
-                let noID = try await Self.brickQueue(["--sqlite", path, "show", "not-an-id"])
-                #expect(noID.status == 2)
+                try await body(server, directory, directory.appendingPathComponent("offline.sqlite").path, ids)
             }
+        }
+    }
+
+    @Test("on a SQLite file: status, list (pending and dead), show, retry a dead letter; a pending entry and a missing file are refused (1), a usage error is 2")
+    func sqlite() async throws {
+        try await Self.withFilledSQLiteStore { server, directory, path, ids in
+            let status = try await Self.brickQueue(["--sqlite", path, "--json", "status"])
+            #expect(status.status == 0, "\(status.output)")
+            let summary = try #require(status.objects.first)
+            #expect(summary["queue"] as? String == "hooks")
+            #expect(summary["pending"] as? Int == 2)
+            #expect(summary["due"] as? Int == 0, "both are due in an hour")
+            #expect(summary["dead"] as? Int == 1)
+            #expect(summary["leased"] as? Int == 0)
+
+            let pending = try await Self.brickQueue(["--sqlite", path, "--json", "list", "hooks"])
+            #expect(pending.objects.compactMap { $0["id"] as? String } == ids.pending.map(\.uuidString))
+            // The URL as telemetry records it: no query (a token may be there).
+            #expect(pending.objects.first?["url"] as? String == server.baseURL + "/anything/a")
+            #expect(!pending.output.contains("secret"))
+            let paged = try await Self.brickQueue(["--sqlite", path, "--json", "list", "hooks", "--limit", "1", "--after", ids.pending[0].uuidString])
+            #expect(paged.objects.compactMap { $0["id"] as? String } == [ids.pending[1].uuidString])
+
+            let dead = try await Self.brickQueue(["--sqlite", path, "--json", "list", "hooks", "--dead"])
+            let letter = try #require(dead.objects.first)
+            #expect(letter["id"] as? String == ids.dead.uuidString)
+            #expect(letter["lastStatus"] as? Int == 500)
+            #expect(letter["deadReason"] is String)
+
+            let shown = try await Self.brickQueue(["--sqlite", path, "--json", "show", ids.dead.uuidString, "--body"])
+            let entry = try #require(shown.objects.first)
+            #expect(entry["method"] as? String == "POST")
+            #expect(entry["bodyText"] as? String == "amount=3")
+            let human = try await Self.brickQueue(["--sqlite", path, "show", ids.dead.uuidString])
+            #expect(human.status == 0)
+            #expect(human.output.contains("HTTP 500"), "\(human.output)")
+
+            let pendingRetry = try await Self.brickQueue(["--sqlite", path, "retry", ids.pending[0].uuidString])
+            #expect(pendingRetry.status == 1)
+            #expect(pendingRetry.output.contains("is pending, not a dead letter"), "\(pendingRetry.output)")
+            let retried = try await Self.brickQueue(["--sqlite", path, "retry", ids.dead.uuidString])
+            #expect(retried.status == 0, "\(retried.output)")
+            let after = try await Self.brickQueue(["--sqlite", path, "--json", "status"])
+            #expect(after.objects.first?["dead"] as? Int == 0)
+            #expect(after.objects.first?["pending"] as? Int == 3)
+            #expect(after.objects.first?["due"] as? Int == 1, "the retried entry is due now")
+
+            let missing = try await Self.brickQueue(["--sqlite", directory.appendingPathComponent("none.sqlite").path, "status"])
+            #expect(missing.status == 1)
+            #expect(missing.output.contains("no store at"))
+            let both = try await Self.brickQueue(["--sqlite", path, "--postgres", "postgres://x", "status"])
+            #expect(both.status == 2, "\(both.output)")
+            let noID = try await Self.brickQueue(["--sqlite", path, "show", "not-an-id"])
+            #expect(noID.status == 2)
         }
     }
 
     @Test("on a SQLite file: purge --dead removes the dead letters, remove a pending entry; a second remove finds nothing (1)")
     func sqliteRemoveAndPurge() async throws {
-        try await withServer { server in
-            try await withDirectory { directory in
-                let ids: (pending: [UUID], dead: UUID)
-                do {
-                    let store = try await SQLiteOfflineStore.open(name: "offline", directory: directory)
-                    ids = try await Self.fill(store, server: server)
-                }
-                let path = directory.appendingPathComponent("offline.sqlite").path
-                let young = try await Self.brickQueue(["--sqlite", path, "purge", "--dead", "hooks", "--older-than", "1h"])
-                #expect(young.status == 0)
-                #expect(young.output.contains("0 dead letters of hooks removed"), "dead for less than an hour: kept")
-                let purged = try await Self.brickQueue(["--sqlite", path, "--json", "purge", "--dead", "hooks"])
-                #expect(purged.objects.compactMap { $0["id"] as? String } == [ids.dead.uuidString])
-                let removed = try await Self.brickQueue(["--sqlite", path, "remove", ids.pending[0].uuidString])
-                #expect(removed.status == 0, "\(removed.output)")
-                let status = try await Self.brickQueue(["--sqlite", path, "--json", "status"])
-                #expect(status.objects.first?["pending"] as? Int == 1)
-                #expect(status.objects.first?["dead"] as? Int == 0)
-                let again = try await Self.brickQueue(["--sqlite", path, "remove", ids.pending[0].uuidString])
-                #expect(again.status == 1)
-                #expect(again.output.contains("no entry"))
-            }
+        try await Self.withFilledSQLiteStore { server, directory, path, ids in
+            let young = try await Self.brickQueue(["--sqlite", path, "purge", "--dead", "hooks", "--older-than", "1h"])
+            #expect(young.status == 0)
+            #expect(young.output.contains("0 dead letters of hooks removed"), "dead for less than an hour: kept")
+            let purged = try await Self.brickQueue(["--sqlite", path, "--json", "purge", "--dead", "hooks"])
+            #expect(purged.objects.compactMap { $0["id"] as? String } == [ids.dead.uuidString])
+            let removed = try await Self.brickQueue(["--sqlite", path, "remove", ids.pending[0].uuidString])
+            #expect(removed.status == 0, "\(removed.output)")
+            let status = try await Self.brickQueue(["--sqlite", path, "--json", "status"])
+            #expect(status.objects.first?["pending"] as? Int == 1)
+            #expect(status.objects.first?["dead"] as? Int == 0)
+            let again = try await Self.brickQueue(["--sqlite", path, "remove", ids.pending[0].uuidString])
+            #expect(again.status == 1)
+            #expect(again.output.contains("no entry"))
         }
     }
 
