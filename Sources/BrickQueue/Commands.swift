@@ -10,8 +10,12 @@ struct Status: AsyncParsableCommand {
     )
     @ParentCommand var root: BrickQueue
 
+    @Flag(help: "The dead letters grouped by host and last outcome, instead of the counts.")
+    var deadReasons = false
+
     func run() async throws {
         let now = Date()
+        if deadReasons { return try await showDeadReasons() }
         let summaries = try await root.withStore { store in
             var summaries: [QueueSummary] = []
             for name in try await store.queueNames() {
@@ -34,6 +38,67 @@ struct Status: AsyncParsableCommand {
                 }
             )
         }
+    }
+}
+
+extension Status {
+    /// "412 × HTTP 401 from api.partner.com, first …, last …", per queue, largest group first.
+    func showDeadReasons() async throws {
+        let groups = try await root.withStore { store in
+            var groups: [DeadReasonGroup] = []
+            for name in try await store.queueNames() {
+                groups += DeadReasonGroup.groups(try await store.deadLetters(queue: name).map(EntryView.init))
+            }
+            return groups
+        }
+        if root.json {
+            for group in groups { Output.line(group.json) }
+        } else if groups.isEmpty {
+            print("no dead letter in any queue")
+        } else {
+            for group in groups {
+                print("\(group.queue): \(group.count) × \(group.outcome) from \(group.host), first \(Output.date(group.first)), last \(Output.date(group.last))")
+            }
+        }
+    }
+}
+
+/// Dead letters that died the same way: same queue, same host, same last outcome.
+struct DeadReasonGroup {
+    let queue: String
+    let host: String
+    /// `HTTP 401`, `error: …`, or the death's reason when no attempt was recorded (expired).
+    let outcome: String
+    let count: Int
+    let first: Date
+    let last: Date
+
+    static func groups(_ letters: [EntryView]) -> [DeadReasonGroup] {
+        var byKey: [String: [EntryView]] = [:]
+        var order: [String] = []
+        for letter in letters {
+            let key = "\(letter.entry.queue)\u{0}\(letter.host)\u{0}\(outcome(of: letter))"
+            if byKey[key] == nil { order.append(key) }
+            byKey[key, default: []].append(letter)
+        }
+        return order.compactMap { key -> DeadReasonGroup? in
+            guard let members = byKey[key], let sample = members.first else { return nil }
+            let dates = members.map { $0.entry.deadLetter?.date ?? $0.entry.createdAt }
+            return DeadReasonGroup(
+                queue: sample.entry.queue, host: sample.host, outcome: outcome(of: sample), count: members.count,
+                first: dates.min()!, last: dates.max()!
+            )
+        }.sorted { ($0.count, $1.queue) > ($1.count, $0.queue) }
+    }
+
+    static func outcome(of letter: EntryView) -> String {
+        letter.entry.lastAttempt == nil ? (letter.entry.deadLetter?.reason ?? "-") : letter.lastOutcome
+    }
+
+    /// Field names are stable: scripts read them.
+    var json: [String: Any] {
+        ["queue": queue, "host": host, "outcome": outcome, "count": count,
+         "firstDeadAt": Output.date(first), "lastDeadAt": Output.date(last)]
     }
 }
 

@@ -54,6 +54,13 @@ struct EntryView {
         }
     }
 
+    /// The URL's host (and port when it has one), for grouping.
+    var host: String {
+        guard let start = url.range(of: "://")?.upperBound else { return url }
+        let rest = url[start...]
+        return String(rest.prefix { $0 != "/" })
+    }
+
     /// `HTTP 503`, `error: connection refused`, or `-` before the first attempt.
     var lastOutcome: String {
         guard let last = entry.lastAttempt else { return "-" }

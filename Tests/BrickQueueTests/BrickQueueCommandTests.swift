@@ -124,9 +124,17 @@ struct BrickQueueCommandTests {
         }
     }
 
-    @Test("on a SQLite file: purge --dead removes the dead letters, remove a pending entry; a second remove finds nothing (1)")
+    @Test("on a SQLite file: dead letters grouped by host and outcome; purge --dead removes them, remove a pending entry; a second remove finds nothing (1)")
     func sqliteRemoveAndPurge() async throws {
         try await Self.withFilledSQLiteStore { server, directory, path, ids in
+            let reasons = try await Self.brickQueue(["--sqlite", path, "--json", "status", "--dead-reasons"])
+            let group = try #require(reasons.objects.first)
+            #expect(group["queue"] as? String == "hooks")
+            #expect(group["host"] as? String == server.baseURL.replacingOccurrences(of: "http://", with: ""))
+            #expect(group["outcome"] as? String == "HTTP 500")
+            #expect(group["count"] as? Int == 1)
+            let said = try await Self.brickQueue(["--sqlite", path, "status", "--dead-reasons"])
+            #expect(said.output.contains("hooks: 1 × HTTP 500 from 127.0.0.1"), "\(said.output)")
             let young = try await Self.brickQueue(["--sqlite", path, "purge", "--dead", "hooks", "--older-than", "1h"])
             #expect(young.status == 0)
             #expect(young.output.contains("0 dead letters of hooks removed"), "dead for less than an hour: kept")
