@@ -186,6 +186,13 @@ enum PostgresSchema {
                 """,
             ]
         },
+        Migration(version: 4, name: "queues an operator paused") { s in
+            [
+                // `brick-queue pause`: workers read it before each lease and claim nothing from a
+                // paused queue until it is resumed.
+                "CREATE TABLE \(s).paused_queue (queue text PRIMARY KEY, paused_at timestamptz NOT NULL DEFAULT clock_timestamp())",
+            ]
+        },
     ]
 
     /// A lease whose expiry lies further ahead than this many lease durations ...

@@ -18,10 +18,11 @@ struct Status: AsyncParsableCommand {
         if deadReasons { return try await showDeadReasons() }
         let summaries = try await root.withStore { store in
             var summaries: [QueueSummary] = []
-            for name in try await store.queueNames() {
+            let paused = try await store.pausedQueues()
+            for name in Set(try await store.queueNames()).union(paused.keys).sorted() {
                 let pending = try await store.list(queue: name)
                 let dead = try await store.deadLetters(queue: name)
-                summaries.append(QueueSummary(queue: name, pending: pending, dead: dead, now: now))
+                summaries.append(QueueSummary(queue: name, pending: pending, dead: dead, pausedSince: paused[name], now: now))
             }
             return summaries
         }
@@ -31,10 +32,11 @@ struct Status: AsyncParsableCommand {
             print("no queue holds an entry")
         } else {
             Output.table(
-                ["QUEUE", "PENDING", "DUE", "LEASED", "DEAD", "OLDEST PENDING"],
+                ["QUEUE", "PENDING", "DUE", "LEASED", "DEAD", "OLDEST PENDING", "STATE"],
                 summaries.map {
                     [$0.queue, "\($0.pending)", "\($0.due)", "\($0.leased)", "\($0.dead)",
-                     $0.oldestPendingSeconds.map(Output.age) ?? "-"]
+                     $0.oldestPendingSeconds.map(Output.age) ?? "-",
+                     $0.pausedSince.map { "paused since \(Output.date($0))" } ?? "running"]
                 }
             )
         }
@@ -324,5 +326,33 @@ struct Purge: AsyncParsableCommand {
         } else {
             print("\(removed.count) dead letter\(removed.count == 1 ? "" : "s") of \(queue) removed")
         }
+    }
+}
+
+/// `pause QUEUE` / `resume QUEUE`: every worker stops claiming from the queue (attempts under way
+/// finish) until it is resumed.
+struct Pause: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Stop every worker claiming from a queue (attempts under way finish) until it is resumed."
+    )
+    @ParentCommand var root: BrickQueue
+    @Argument(help: "The queue.") var queue: String
+
+    func run() async throws {
+        let queue = self.queue
+        try await root.withStore { store in try await store.setPaused(true, queue: queue) }
+        if root.json { Output.line(["queue": queue, "paused": true]) } else { print("\(queue) paused: workers claim nothing from it until `brick-queue resume \(queue)`") }
+    }
+}
+
+struct Resume: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Let the workers claim from a paused queue again (they are woken at once on PostgreSQL).")
+    @ParentCommand var root: BrickQueue
+    @Argument(help: "The queue.") var queue: String
+
+    func run() async throws {
+        let queue = self.queue
+        try await root.withStore { store in try await store.setPaused(false, queue: queue) }
+        if root.json { Output.line(["queue": queue, "paused": false]) } else { print("\(queue) resumed") }
     }
 }

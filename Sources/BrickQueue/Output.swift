@@ -12,9 +12,12 @@ struct QueueSummary {
     let leased: Int
     let dead: Int
     let oldestPendingSeconds: Double?
+    /// Since when an operator paused the queue, or `nil`.
+    let pausedSince: Date?
 
-    init(queue: String, pending: [OfflineEntry], dead: [OfflineEntry], now: Date) {
+    init(queue: String, pending: [OfflineEntry], dead: [OfflineEntry], pausedSince: Date?, now: Date) {
         self.queue = queue
+        self.pausedSince = pausedSince
         self.pending = pending.count
         let leased = pending.filter { ($0.lease?.expiresAt ?? .distantPast) > now }
         self.leased = leased.count
@@ -27,6 +30,8 @@ struct QueueSummary {
     var json: [String: Any] {
         var object: [String: Any] = ["queue": queue, "pending": pending, "due": due, "leased": leased, "dead": dead]
         object["oldestPendingSeconds"] = oldestPendingSeconds.map { ($0 * 1000).rounded() / 1000 } ?? NSNull()
+        object["paused"] = pausedSince != nil
+        object["pausedSince"] = pausedSince.map(Output.date) ?? NSNull()
         return object
     }
 }

@@ -151,6 +151,42 @@ struct BrickQueueCommandTests {
         }
     }
 
+    @Test("on PostgreSQL: pause stops a running worker claiming (it looks and takes nothing), status shows it, resume wakes it and it delivers")
+    func pauseAndResume() async throws {
+        try await withServer { server in
+            let fixture = try PostgresFixture.server()
+            let running = RunningClient(fixture.configuration())
+            defer { running.shutdown() }
+            let schema = PostgresFixture.freshSchema()
+            let store = try await PostgresOfflineStore(
+                client: running.client, schema: schema, startupDeadline: PostgresFixture.startupDeadline
+            )
+            let url = "postgres://\(fixture.user):\(fixture.password)@\(fixture.host):\(fixture.port)/\(fixture.database)?sslmode=disable"
+            let paused = try await Self.brickQueue(["--postgres", url, "--schema", schema, "pause", "hooks"])
+            #expect(paused.status == 0, "\(paused.output)")
+
+            let observed = ObservedStore(store)
+            var looks = observed.pausedReads.makeAsyncIterator()
+            let queue = PersistentRequestQueue(name: "hooks", store: observed, session: Session())
+            try await queue.add(RecordSale(server.baseURL + "/post", amount: 1))
+            #expect(await looks.next() == "hooks", "the worker looked and found the queue paused")
+            #expect(server.requests(path: "/post").isEmpty)
+            let status = try await Self.brickQueue(["--postgres", url, "--schema", schema, "--json", "status"])
+            let summary = try #require(status.objects.first)
+            #expect(summary["paused"] as? Bool == true)
+            #expect(summary["due"] as? Int == 1)
+            #expect(summary["leased"] as? Int == 0)
+
+            let resumed = try await Self.brickQueue(["--postgres", url, "--schema", schema, "resume", "hooks"])
+            #expect(resumed.status == 0, "\(resumed.output)")
+            await queue.waitUntilEmpty()
+            #expect(server.requests(path: "/post").count == 1)
+            let after = try await Self.brickQueue(["--postgres", url, "--schema", schema, "--json", "status"])
+            #expect(after.objects.isEmpty, "no entry and no pause: no queue to show")
+            await queue.close()
+        }
+    }
+
     @Test("on PostgreSQL beside a running worker: an entry under its lease is neither removed nor retried; once delivered it is gone")
     func fencedBesideAWorker() async throws {
         try await withServer { server in

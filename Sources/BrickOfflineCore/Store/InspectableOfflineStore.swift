@@ -15,6 +15,17 @@ public protocol InspectableOfflineStore: OfflineStore {
     ///   - now: The time leases are judged at.
     /// - Returns: What happened: removed, left to its worker, or not found.
     func remove(_ id: OfflineEntry.ID, unlessLeasedAt now: Date) async throws -> OfflineEntry.Removal
+
+    /// Pauses `queue` (every worker stops claiming from it at its next lease; attempts under way
+    /// finish) or resumes it (its workers are woken where the store can wake them). Idempotent.
+    ///
+    /// - Parameters:
+    ///   - paused: `true` to pause, `false` to resume.
+    ///   - queue: The queue.
+    func setPaused(_ paused: Bool, queue: String) async throws
+
+    /// The paused queues and since when.
+    func pausedQueues() async throws -> [String: Date]
 }
 
 extension OfflineEntry {

@@ -96,6 +96,10 @@ public protocol OfflineStore: Sendable {
     /// due, finished or handed one back); `nil` (the default) for a store only this process
     /// writes. The stream ends when the caller stops iterating it.
     func wakeUps(queue: String) -> AsyncStream<Void>?
+    /// Whether an operator paused `queue` (`brick-queue pause`): the queue's workers claim nothing
+    /// from it until it is resumed; attempts under way finish. Read before each lease. Default
+    /// `false` (a store without pauses).
+    func isPaused(queue: String) async throws -> Bool
 }
 
 extension OfflineStore {
@@ -110,6 +114,8 @@ extension OfflineStore {
     public var pollInterval: Duration? { nil }
     /// `nil`: only this process writes the store.
     public func wakeUps(queue: String) -> AsyncStream<Void>? { nil }
+    /// `false`: a store without pauses.
+    public func isPaused(queue: String) async throws -> Bool { false }
     /// Read from ``list(queue:)`` (a store that can ask its database for the head does).
     public func nextHeadDue(queue: String) async throws -> Date? {
         guard let head = try await list(queue: queue).first else { return nil }

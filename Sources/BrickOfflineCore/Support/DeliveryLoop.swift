@@ -160,8 +160,10 @@ package final class DeliveryLoop: Sendable {
             case .lease(let lease):
                 await policy.willLease()
                 let leased: [OfflineEntry]
+                var paused = false
                 do {
-                    leased = try await take(lease, policy)
+                    paused = try await policy.store.isPaused(queue: policy.name)
+                    leased = paused ? [] : try await take(lease, policy)
                 } catch {
                     guard isRunning else { continue }
                     policy.report(storeFailure: "cannot lease entries: \(error)")
@@ -170,7 +172,9 @@ package final class DeliveryLoop: Sendable {
                 }
                 if leased.isEmpty {
                     let anyRunning = runningCount > 0
-                    let due = await policy.idle(anyRunning: anyRunning, headOfLine: lease.headOfLine)
+                    // A paused queue has nothing due for this loop: it sleeps until woken (the
+                    // store's wake-ups, its poll) and looks again.
+                    let due = paused ? nil : await policy.idle(anyRunning: anyRunning, headOfLine: lease.headOfLine)
                     let idle = state.withLock {
                         $0.machine.leasedNothing(due: due, now: policy.now(), storeWakes: policy.store.pollInterval != nil)
                     }

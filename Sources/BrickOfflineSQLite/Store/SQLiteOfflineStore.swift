@@ -230,7 +230,10 @@ public final class SQLiteOfflineStore: OfflineStore {
                         WHERE dedupeKey IS NOT NULL AND deadAt IS NULL;
                     """
             )
-        }
+        },
+        SQLiteSchema.Migration(identifier: "v2: paused queues") { db in
+            try db.execute(sql: "CREATE TABLE pausedQueue (queue TEXT NOT NULL PRIMARY KEY, pausedAt REAL NOT NULL)")
+        },
     ])
 
     // MARK: - Errors

@@ -1,0 +1,67 @@
+import BrickOffline
+import Foundation
+
+/// A store that forwards everything to another and tells the test each time a delivery loop read
+/// that its queue is paused: the barrier that shows the loop looked and claimed nothing.
+package final class ObservedStore: OfflineStore {
+    package let inner: any OfflineStore
+    /// Yields the queue's name each time ``isPaused(queue:)`` answers `true`.
+    package let pausedReads: AsyncStream<String>
+    private let reported: AsyncStream<String>.Continuation
+
+    package init(_ inner: any OfflineStore) {
+        self.inner = inner
+        (pausedReads, reported) = AsyncStream.makeStream(of: String.self)
+    }
+
+    package func isPaused(queue: String) async throws -> Bool {
+        let paused = try await inner.isPaused(queue: queue)
+        if paused { reported.yield(queue) }
+        return paused
+    }
+
+    package func add(_ drafts: [OfflineEntry.Draft], dedupe: DedupePolicy) async throws -> [OfflineEntry.ID] {
+        try await inner.add(drafts, dedupe: dedupe)
+    }
+    package func lease(queue: String, limit: Int, cap: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] {
+        try await inner.lease(queue: queue, limit: limit, cap: cap, now: now, for: duration)
+    }
+    package func leaseHead(queue: String, now: Date, for duration: Duration) async throws -> OfflineEntry? {
+        try await inner.leaseHead(queue: queue, now: now, for: duration)
+    }
+    package func replacePending(queue: String, ids: [OfflineEntry.ID], with drafts: [OfflineEntry.Draft]) async throws -> Bool {
+        try await inner.replacePending(queue: queue, ids: ids, with: drafts)
+    }
+    package func setAside(_ ids: [OfflineEntry.ID], reason: String, now: Date) async throws {
+        try await inner.setAside(ids, reason: reason, now: now)
+    }
+    package func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool {
+        try await inner.extend(id, lease: lease, until: expiry)
+    }
+    package func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool {
+        try await inner.complete(id, lease: lease)
+    }
+    package func reschedule(
+        _ id: OfflineEntry.ID, lease: UUID, notBefore: Date, attempt: OfflineEntry.AttemptRecord, countsAttempt: Bool
+    ) async throws -> Bool {
+        try await inner.reschedule(id, lease: lease, notBefore: notBefore, attempt: attempt, countsAttempt: countsAttempt)
+    }
+    package func bury(
+        _ id: OfflineEntry.ID, lease: UUID, reason: String, attempt: OfflineEntry.AttemptRecord?, countsAttempt: Bool
+    ) async throws -> Bool {
+        try await inner.bury(id, lease: lease, reason: reason, attempt: attempt, countsAttempt: countsAttempt)
+    }
+    package func clearPauses(queue: String, now: Date) async throws { try await inner.clearPauses(queue: queue, now: now) }
+    package func nextDue(queue: String) async throws -> Date? { try await inner.nextDue(queue: queue) }
+    package func nextHeadDue(queue: String) async throws -> Date? { try await inner.nextHeadDue(queue: queue) }
+    package func count(queue: String) async throws -> Int { try await inner.count(queue: queue) }
+    package func list(queue: String) async throws -> [OfflineEntry] { try await inner.list(queue: queue) }
+    package func oldestEntryDate(queue: String) async throws -> Date? { try await inner.oldestEntryDate(queue: queue) }
+    package func deadLetters(queue: String) async throws -> [OfflineEntry] { try await inner.deadLetters(queue: queue) }
+    package func retryDeadLetter(_ id: OfflineEntry.ID, now: Date) async throws { try await inner.retryDeadLetter(id, now: now) }
+    package func remove(_ id: OfflineEntry.ID) async throws { try await inner.remove(id) }
+    package func removeAll(queue: String) async throws { try await inner.removeAll(queue: queue) }
+    package var leaseDuration: Duration { inner.leaseDuration }
+    package var pollInterval: Duration? { inner.pollInterval }
+    package func wakeUps(queue: String) -> AsyncStream<Void>? { inner.wakeUps(queue: queue) }
+}
