@@ -36,6 +36,27 @@ struct BrickQueueCommandTests {
         return Run(output: lines.joined(separator: "\n"), status: status)
     }
 
+    /// A fresh store in a schema of its own on the fixture's server, and the client it runs on.
+    static func postgresStore() async throws -> (PostgresFixture, RunningClient, String, PostgresOfflineStore) {
+        let fixture = try PostgresFixture.server()
+        let running = RunningClient(fixture.configuration())
+        let schema = PostgresFixture.freshSchema()
+        do {
+            let store = try await PostgresOfflineStore(
+                client: running.client, schema: schema, startupDeadline: PostgresFixture.startupDeadline
+            )
+            return (fixture, running, schema, store)
+        } catch {
+            running.shutdown()
+            throw error
+        }
+    }
+
+    /// The URL an operator would give `--postgres` for the fixture's server.
+    static func url(of fixture: PostgresFixture) -> String {
+        "postgres://\(fixture.user):\(fixture.password)@\(fixture.host):\(fixture.port)/\(fixture.database)?sslmode=disable"
+    }
+
     /// A store with two pending entries (due in an hour) and one dead letter (a 500 at its only
     /// attempt) in queue `hooks`; returns the IDs of the pending entries and of the dead letter.
     static func fill(_ store: any OfflineStore, server: BrickTestServer) async throws -> (pending: [UUID], dead: UUID) {
@@ -154,14 +175,9 @@ struct BrickQueueCommandTests {
     @Test("on PostgreSQL: pause stops a running worker claiming (it looks and takes nothing), status shows it, resume wakes it and it delivers")
     func pauseAndResume() async throws {
         try await withServer { server in
-            let fixture = try PostgresFixture.server()
-            let running = RunningClient(fixture.configuration())
+            let (fixture, running, schema, store) = try await Self.postgresStore()
             defer { running.shutdown() }
-            let schema = PostgresFixture.freshSchema()
-            let store = try await PostgresOfflineStore(
-                client: running.client, schema: schema, startupDeadline: PostgresFixture.startupDeadline
-            )
-            let url = "postgres://\(fixture.user):\(fixture.password)@\(fixture.host):\(fixture.port)/\(fixture.database)?sslmode=disable"
+            let url = Self.url(of: fixture)
             let paused = try await Self.brickQueue(["--postgres", url, "--schema", schema, "pause", "hooks"])
             #expect(paused.status == 0, "\(paused.output)")
 
@@ -190,20 +206,15 @@ struct BrickQueueCommandTests {
     @Test("on PostgreSQL beside a running worker: an entry under its lease is neither removed nor retried; once delivered it is gone")
     func fencedBesideAWorker() async throws {
         try await withServer { server in
-            let fixture = try PostgresFixture.server()
-            let running = RunningClient(fixture.configuration())
+            let (fixture, running, schema, store) = try await Self.postgresStore()
             defer { running.shutdown() }
-            let schema = PostgresFixture.freshSchema()
-            let store = try await PostgresOfflineStore(
-                client: running.client, schema: schema, startupDeadline: PostgresFixture.startupDeadline
-            )
             let gate = ResponseGate()
             server.route("/held") { _ in .held(.ok("done"), until: gate) }
             let queue = PersistentRequestQueue(name: "hooks", store: store, session: Session())
             try await queue.add(RecordSale(server.baseURL + "/held", amount: 1))
             await eventually { server.requests(path: "/held").count == 1 }
             let id = try #require(try await store.list(queue: "hooks").first).id
-            let url = "postgres://\(fixture.user):\(fixture.password)@\(fixture.host):\(fixture.port)/\(fixture.database)?sslmode=disable"
+            let url = Self.url(of: fixture)
 
             let status = try await Self.brickQueue(["--postgres", url, "--schema", schema, "--json", "status"])
             #expect(status.objects.first?["leased"] as? Int == 1)
@@ -228,15 +239,10 @@ struct BrickQueueCommandTests {
     @Test("on PostgreSQL: status and retry --dead QUEUE --all beside the store's own client; a schema that holds no store is refused")
     func postgres() async throws {
         try await withServer { server in
-            let fixture = try PostgresFixture.server()
-            let running = RunningClient(fixture.configuration())
+            let (fixture, running, schema, store) = try await Self.postgresStore()
             defer { running.shutdown() }
-            let schema = PostgresFixture.freshSchema()
-            let store = try await PostgresOfflineStore(
-                client: running.client, schema: schema, startupDeadline: PostgresFixture.startupDeadline
-            )
             let ids = try await Self.fill(store, server: server)
-            let url = "postgres://\(fixture.user):\(fixture.password)@\(fixture.host):\(fixture.port)/\(fixture.database)?sslmode=disable"
+            let url = Self.url(of: fixture)
 
             let status = try await Self.brickQueue(["--postgres", url, "--schema", schema, "--json", "status"])
             #expect(status.status == 0, "\(status.output)")
