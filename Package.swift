@@ -226,6 +226,7 @@ let package = Package(
             dependencies: [
                 "BrickOfflineCore", "BrickOfflinePostgres", "BrickOfflineSQLite", "BrickRequest",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -325,6 +326,7 @@ let package = Package(
             dependencies: [
                 "BrickOffline", "BrickOfflinePostgres", "BrickOfflineTestSupport", "BrickRequest", "BrickTestServer",
                 "BrickTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]

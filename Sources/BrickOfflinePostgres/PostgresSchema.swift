@@ -5,7 +5,7 @@ import PostgresNIO
 /// The store's tables, and the migrations that make them: versioned in `<schema>.migration`,
 /// applied in one transaction under an advisory lock, so that workers starting together take turns
 /// and a failed migration leaves nothing half done.
-enum PostgresSchema {
+package enum PostgresSchema {
     /// One step of the schema, applied once, in order.
     struct Migration: Sendable {
         var version: Int
@@ -194,6 +194,9 @@ enum PostgresSchema {
             ]
         },
     ]
+
+    /// The schema version this build migrates to (its last migration's).
+    package static var currentVersion: Int { migrations.last?.version ?? 0 }
 
     /// A lease whose expiry lies further ahead than this many lease durations ...
     static let leaseBoundFactor = 10

@@ -13,6 +13,7 @@ import BrickOfflinePostgres
 import BrickOfflineSQLite
 import BrickRequest
 import Foundation
+import GRDB
 import Logging
 import PostgresNIO
 
@@ -84,6 +85,14 @@ struct BrickQueue: AsyncParsableCommand {
             guard url.pathExtension == "sqlite" else {
                 throw Refusal("\(sqlitePath) is not a store file: a SQLite store is named NAME.sqlite")
             }
+            // Opening migrates: a file of an older release would then refuse that release's workers.
+            let applied = try Self.appliedMigrations(path: url.path)
+            if applied.isEmpty { throw Refusal("\(sqlitePath) is not an offline store (it has no store tables)") }
+            if let missing = SQLiteOfflineStore.migrationIdentifiers.first(where: { !applied.contains($0) }) {
+                throw Refusal(
+                    "the store was written by an older release (it lacks migration \"\(missing)\"): use the brick-queue of the workers' release, or open it once with a worker of this release"
+                )
+            }
             let store: SQLiteOfflineStore
             do {
                 store = try await SQLiteOfflineStore.open(
@@ -108,9 +117,15 @@ struct BrickQueue: AsyncParsableCommand {
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
-            // An operator's tool reads a store; it never creates one where none is (a mistyped schema).
-            guard try await Self.holdsStore(client: client, schema: schema, logger: logger) else {
+            // An operator's tool reads a store; it never creates one where none is (a mistyped schema),
+            // nor migrates one of an older release (its workers would then refuse to start).
+            guard let version = try await Self.storeVersion(client: client, schema: schema, logger: logger) else {
                 throw Refusal("no offline store in schema \(schema) of that database: is --schema right?")
+            }
+            guard version >= PostgresSchema.currentVersion else {
+                throw Refusal(
+                    "the store in \(schema) is at schema version \(version), this brick-queue's release at \(PostgresSchema.currentVersion): use the brick-queue of the workers' release (a newer one would migrate the store, and the workers would refuse to restart)"
+                )
             }
             let store: PostgresOfflineStore
             do {
@@ -127,35 +142,58 @@ struct BrickQueue: AsyncParsableCommand {
 }
 
 extension BrickQueue {
-    /// Whether `schema` holds a store's entry table; a database that does not answer within 15 s
-    /// is refused with what the store says of it (never the connection's settings).
-    static func holdsStore(client: PostgresClient, schema: String, logger: Logger) async throws -> Bool {
-        let table = schema + ".entry"
+    /// The schema version of the store in `schema`, or `nil` when it holds none; a database that
+    /// does not answer within 15 s is refused with what the store says of it (never the
+    /// connection's settings).
+    static func storeVersion(client: PostgresClient, schema: String, logger: Logger) async throws -> Int? {
+        let table = schema + ".migration"
         do {
-            return try await withThrowingTaskGroup(of: Bool?.self) { group in
+            return try await withThrowingTaskGroup(of: Int??.self) { group in
                 group.addTask {
-                    var found = false
+                    var exists = false
                     for try await name in try await client.query("SELECT to_regclass(\(table))::text", logger: logger)
                         .decode(String?.self)
                     {
-                        found = name != nil
+                        exists = name != nil
                     }
-                    return found
+                    guard exists else { return .some(nil) }
+                    var version = 0
+                    for try await value in try await client.query(
+                        "SELECT coalesce(max(version), 0) FROM \(unescaped: schema).migration", logger: logger
+                    ).decode(Int.self) {
+                        version = value
+                    }
+                    return .some(version)
                 }
                 group.addTask {
                     try await Task.sleep(for: .seconds(15))
                     return nil
                 }
                 defer { group.cancelAll() }
-                guard let first = try await group.next(), let found = first else {
+                guard let first = try await group.next(), let version = first else {
                     throw Refusal("the database did not answer within 15 s: check PGHOST/PGPORT (or the URL), the server, TLS")
                 }
-                return found
+                return version
             }
         } catch let refusal as Refusal {
             throw refusal
         } catch {
             throw Refusal("\(PostgresOfflineStore.storeError(error, doing: "look for the store"))")
+        }
+    }
+
+    /// The migrations a SQLite store file has had, read without opening it as a store.
+    static func appliedMigrations(path: String) throws -> Set<String> {
+        do {
+            var configuration = Configuration()
+            configuration.readonly = true
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            return try queue.read { db in
+                guard try db.tableExists("grdb_migrations") else { return [] }
+                return Set(try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations"))
+            }
+        } catch {
+            throw Refusal("\(path) cannot be read as a store: \(error)")
         }
     }
 }

@@ -5,6 +5,7 @@ import BrickRequest
 import BrickTestServer
 import BrickTestSupport
 import Foundation
+import GRDB
 import Logging
 import PostgresNIO
 import Testing
@@ -135,6 +136,16 @@ struct BrickQueueCommandTests {
             #expect(after.objects.first?["pending"] as? Int == 3)
             #expect(after.objects.first?["due"] as? Int == 1, "the retried entry is due now")
 
+            // A store of an older release is not migrated behind its workers' back.
+            do {
+                let queue = try DatabaseQueue(path: path)
+                try await queue.write { db in try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'v2: paused queues'") }
+                try queue.close()
+            }
+            let older = try await Self.brickQueue(["--sqlite", path, "status"])
+            #expect(older.status == 1)
+            #expect(older.output.contains("older release"), "\(older.output)")
+
             let missing = try await Self.brickQueue(["--sqlite", directory.appendingPathComponent("none.sqlite").path, "status"])
             #expect(missing.status == 1)
             #expect(missing.output.contains("no store at"))
@@ -255,6 +266,12 @@ struct BrickQueueCommandTests {
             #expect(retried.status == 0, "\(retried.output)")
             #expect(try await store.deadLetters(queue: "hooks").isEmpty)
             #expect(try await store.list(queue: "hooks").contains { $0.id == ids.dead })
+
+            // A store of an older release is not migrated behind its workers' back.
+            try await running.client.query("DELETE FROM \(unescaped: schema).migration WHERE version = 4", logger: Logger(label: "test"))
+            let older = try await Self.brickQueue(["--postgres", url, "--schema", schema, "status"])
+            #expect(older.status == 1)
+            #expect(older.output.contains("schema version 3"), "\(older.output)")
 
             let elsewhere = try await Self.brickQueue(["--postgres", url, "--schema", "no_store_here", "status"])
             #expect(elsewhere.status == 1)

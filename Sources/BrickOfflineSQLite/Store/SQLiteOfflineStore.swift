@@ -199,6 +199,10 @@ public final class SQLiteOfflineStore: OfflineStore {
         return (pool, damaged)
     }
 
+    /// The migrations this build applies, by identifier, in order: a file whose `grdb_migrations`
+    /// lacks one of them was written by an older release.
+    package static var migrationIdentifiers: [String] { schema.migrations.map(\.identifier) }
+
     private static let schema = SQLiteSchema(migrations: [
         SQLiteSchema.Migration(identifier: "v1") { db in
             try db.execute(
