@@ -572,7 +572,7 @@ extension PostgresOfflineStore {
             attempts: Int(try value("attempts", Int64.self)),
             maxAttempts: try value("max_attempts", Int64?.self).map(Int.init),
             expiresAt: try value("expires_at"),
-            lease: leaseToken.map { OfflineEntry.Lease(token: $0, expiresAt: leaseExpiry ?? Date()) },
+            lease: try leaseToken.map { OfflineEntry.Lease(token: $0, expiresAt: leaseExpiry ?? Date(), owner: try value("lease_owner")) },
             lastAttempt: try lastAttemptAt.map {
                 OfflineEntry.AttemptRecord(
                     date: $0,

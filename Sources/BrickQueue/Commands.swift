@@ -36,7 +36,8 @@ struct Status: AsyncParsableCommand {
                 summaries.map {
                     [$0.queue, "\($0.pending)", "\($0.due)", "\($0.leased)", "\($0.dead)",
                      $0.oldestPendingSeconds.map(Output.age) ?? "-",
-                     $0.pausedSince.map { "paused since \(Output.date($0))" } ?? "running"]
+                     ($0.pausedSince.map { "paused since \(Output.date($0))" } ?? "running")
+                        + ($0.leasedBy.isEmpty ? "" : "; leased by " + $0.leasedBy.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value))" }.joined(separator: ", "))]
                 }
             )
         }
@@ -178,7 +179,9 @@ struct Show: AsyncParsableCommand {
         ]
         if let key = entry.dedupeKey { lines.append(("dedupe key", key)) }
         if let expiry = entry.expiresAt { lines.append(("expires", Output.date(expiry))) }
-        if let lease = entry.lease { lines.append(("leased until", Output.date(lease.expiresAt))) }
+        if let lease = entry.lease {
+            lines.append(("leased until", Output.date(lease.expiresAt) + (lease.owner.map { " by \($0)" } ?? "")))
+        }
         if let last = entry.lastAttempt { lines.append(("last attempt", "\(Output.date(last.date)) \(view.lastOutcome)")) }
         if let dead = entry.deadLetter { lines.append(("dead since", "\(Output.date(dead.date)): \(dead.reason)")) }
         for header in view.headers { lines.append(("header", "\(header.name): \(header.value)")) }

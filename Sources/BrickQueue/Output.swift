@@ -10,6 +10,8 @@ struct QueueSummary {
     let due: Int
     /// Under a worker's lease now.
     let leased: Int
+    /// How many each worker holds, where the store records who (PostgreSQL).
+    let leasedBy: [String: Int]
     let dead: Int
     let oldestPendingSeconds: Double?
     /// Since when an operator paused the queue, or `nil`.
@@ -21,6 +23,7 @@ struct QueueSummary {
         self.pending = pending.count
         let leased = pending.filter { ($0.lease?.expiresAt ?? .distantPast) > now }
         self.leased = leased.count
+        self.leasedBy = Dictionary(grouping: leased.compactMap { $0.lease?.owner }, by: { $0 }).mapValues(\.count)
         self.due = pending.filter { $0.notBefore <= now && ($0.lease?.expiresAt ?? .distantPast) <= now }.count
         self.dead = dead.count
         self.oldestPendingSeconds = pending.map(\.createdAt).min().map { max(0, now.timeIntervalSince($0)) }
@@ -28,7 +31,9 @@ struct QueueSummary {
 
     /// Field names are stable: scripts read them.
     var json: [String: Any] {
-        var object: [String: Any] = ["queue": queue, "pending": pending, "due": due, "leased": leased, "dead": dead]
+        var object: [String: Any] = [
+            "queue": queue, "pending": pending, "due": due, "leased": leased, "leasedBy": leasedBy, "dead": dead,
+        ]
         object["oldestPendingSeconds"] = oldestPendingSeconds.map { ($0 * 1000).rounded() / 1000 } ?? NSNull()
         object["paused"] = pausedSince != nil
         object["pausedSince"] = pausedSince.map(Output.date) ?? NSNull()
@@ -95,6 +100,7 @@ struct EntryView {
         object["maxAttempts"] = entry.maxAttempts ?? NSNull()
         object["dedupeKey"] = entry.dedupeKey ?? NSNull()
         object["leasedUntil"] = entry.lease.map { Output.date($0.expiresAt) } ?? NSNull()
+        object["leasedBy"] = entry.lease?.owner ?? NSNull()
         object["lastAttemptAt"] = entry.lastAttempt.map { Output.date($0.date) } ?? NSNull()
         object["lastStatus"] = entry.lastAttempt?.status ?? NSNull()
         object["lastError"] = entry.lastAttempt?.error ?? NSNull()

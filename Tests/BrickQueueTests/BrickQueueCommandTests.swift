@@ -229,6 +229,9 @@ struct BrickQueueCommandTests {
 
             let status = try await Self.brickQueue(["--postgres", url, "--schema", schema, "--json", "status"])
             #expect(status.objects.first?["leased"] as? Int == 1)
+            #expect(status.objects.first?["leasedBy"] as? [String: Int] == [store.workerName: 1])
+            let shown = try await Self.brickQueue(["--postgres", url, "--schema", schema, "--json", "show", id.uuidString])
+            #expect(shown.objects.first?["leasedBy"] as? String == store.workerName)
             let remove = try await Self.brickQueue(["--postgres", url, "--schema", schema, "remove", id.uuidString])
             #expect(remove.status == 1)
             #expect(remove.output.contains("under a worker's lease"), "\(remove.output)")

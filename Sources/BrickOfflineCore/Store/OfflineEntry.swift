@@ -146,11 +146,15 @@ public struct OfflineEntry: Sendable, Hashable, Identifiable {
         public let token: UUID
         /// When the claim lapses.
         public let expiresAt: Date
+        /// The worker that holds it, where the store records it (PostgreSQL: the store's
+        /// `workerName`); `nil` otherwise.
+        public let owner: String?
 
         /// Creates a lease.
-        public init(token: UUID, expiresAt: Date) {
+        public init(token: UUID, expiresAt: Date, owner: String? = nil) {
             self.token = token
             self.expiresAt = expiresAt
+            self.owner = owner
         }
     }
 
