@@ -195,33 +195,33 @@ struct Show: AsyncParsableCommand {
 struct Retry: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Put dead letters back: pending, due now, attempts from zero.",
-        discussion: "brick-queue retry ID…   or   brick-queue retry --dead QUEUE --all [--older-than 1h]"
+        discussion: "brick-queue retry ID…   or   brick-queue retry --dead QUEUE --all [--older-than 1h] [--outcome 'HTTP 401'] [--host api.partner.com]"
     )
     @ParentCommand var root: BrickQueue
 
     @Argument(help: "Dead letters' IDs.") var ids: [String] = []
     @Option(help: ArgumentHelp("Every dead letter of this queue (with --all).", valueName: "queue")) var dead: String?
     @Flag(help: "With --dead: every dead letter of the queue.") var all = false
-    @Option(help: ArgumentHelp("With --all: only those dead for longer than this (30s, 15m, 1h, 7d).", valueName: "age"))
-    var olderThan: String?
+    @OptionGroup var selection: DeadLetterSelection
 
     func validate() throws {
         if ids.isEmpty == (dead == nil) { throw ValidationError("give dead letters' IDs, or --dead QUEUE --all") }
         if dead != nil && !all { throw ValidationError("--dead QUEUE needs --all (every dead letter of the queue)") }
-        if olderThan != nil && dead == nil { throw ValidationError("--older-than goes with --dead QUEUE --all") }
-        if let olderThan, Output.seconds(olderThan) == nil { throw ValidationError("--older-than takes an age such as 30s, 15m, 1h or 7d") }
+        if selection.isNarrowing && dead == nil {
+            throw ValidationError("--older-than, --outcome and --host go with --dead QUEUE --all")
+        }
         for id in ids where UUID(uuidString: id) == nil { throw ValidationError("\(id) is not an entry ID") }
     }
 
     func run() async throws {
         let now = Date()
         let ids = self.ids.compactMap(UUID.init(uuidString:))
-        let (queue, cutoff) = (dead, olderThan.flatMap(Output.seconds).map { now.addingTimeInterval(-$0) })
+        let (queue, selection) = (dead, self.selection)
         let (retried, refused) = try await root.withStore { store -> ([UUID], [String]) in
             var retried: [UUID] = []
             var refused: [String] = []
             if let queue {
-                for entry in try await store.deadLetters(queue: queue) where cutoff.map({ (entry.deadLetter?.date ?? now) < $0 }) ?? true {
+                for entry in try await store.deadLetters(queue: queue) where selection.selects(entry, now: now) {
                     try await store.retryDeadLetter(entry.id, now: now)
                     retried.append(entry.id)
                 }
@@ -300,26 +300,19 @@ struct Remove: AsyncParsableCommand {
 /// `purge --dead QUEUE`: a queue's dead letters gone, or those dead for longer than an age.
 struct Purge: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Remove a queue's dead letters (all, or those dead for longer than --older-than)."
+        abstract: "Remove a queue's dead letters: all, or those --older-than, --outcome, --host select."
     )
     @ParentCommand var root: BrickQueue
 
     @Option(help: ArgumentHelp("The queue whose dead letters go.", valueName: "queue")) var dead: String
-    @Option(help: ArgumentHelp("Only those dead for longer than this (30s, 15m, 1h, 7d).", valueName: "age"))
-    var olderThan: String?
-
-    func validate() throws {
-        if let olderThan, Output.seconds(olderThan) == nil {
-            throw ValidationError("--older-than takes an age such as 30s, 15m, 1h or 7d")
-        }
-    }
+    @OptionGroup var selection: DeadLetterSelection
 
     func run() async throws {
         let now = Date()
-        let (queue, cutoff) = (dead, olderThan.flatMap(Output.seconds).map { now.addingTimeInterval(-$0) })
+        let (queue, selection) = (dead, self.selection)
         let removed = try await root.withStore { store in
             var removed: [UUID] = []
-            for entry in try await store.deadLetters(queue: queue) where cutoff.map({ (entry.deadLetter?.date ?? now) < $0 }) ?? true {
+            for entry in try await store.deadLetters(queue: queue) where selection.selects(entry, now: now) {
                 if try await store.remove(entry.id, unlessLeasedAt: now) == .removed { removed.append(entry.id) }
             }
             return removed
@@ -357,5 +350,36 @@ struct Resume: AsyncParsableCommand {
         let queue = self.queue
         try await root.withStore { store in try await store.setPaused(false, queue: queue) }
         if root.json { Output.line(["queue": queue, "paused": false]) } else { print("\(queue) resumed") }
+    }
+}
+
+/// Which dead letters of a queue a bulk `retry` or `purge` takes: by age, and by last outcome and
+/// host as `status --dead-reasons` names them (one group at a time).
+struct DeadLetterSelection: ParsableArguments {
+    @Option(help: ArgumentHelp("Only those dead for longer than this (30s, 15m, 1h, 7d).", valueName: "age"))
+    var olderThan: String?
+    @Option(help: ArgumentHelp("Only those whose last outcome is this, as status --dead-reasons names it (\"HTTP 401\").", valueName: "outcome"))
+    var outcome: String?
+    @Option(help: ArgumentHelp("Only those sent to this host (host[:port], as status --dead-reasons names it).", valueName: "host"))
+    var host: String?
+
+    func validate() throws {
+        if let olderThan, Output.seconds(olderThan) == nil {
+            throw ValidationError("--older-than takes an age such as 30s, 15m, 1h or 7d")
+        }
+    }
+
+    /// Whether any option narrows the selection.
+    var isNarrowing: Bool { olderThan != nil || outcome != nil || host != nil }
+
+    func selects(_ letter: OfflineEntry, now: Date) -> Bool {
+        if let age = olderThan.flatMap(Output.seconds), (letter.deadLetter?.date ?? now) >= now.addingTimeInterval(-age) {
+            return false
+        }
+        guard outcome != nil || host != nil else { return true }
+        let view = EntryView(letter)
+        if let outcome, DeadReasonGroup.outcome(of: view) != outcome { return false }
+        if let host, view.host != host { return false }
+        return true
     }
 }

@@ -153,10 +153,12 @@ struct BrickQueueCommandTests {
             #expect(both.status == 2, "\(both.output)")
             let noID = try await Self.brickQueue(["--sqlite", path, "show", "not-an-id"])
             #expect(noID.status == 2)
+            let narrowedIDs = try await Self.brickQueue(["--sqlite", path, "retry", ids.dead.uuidString, "--outcome", "HTTP 500"])
+            #expect(narrowedIDs.status == 2, "--outcome selects among a queue's dead letters, not given IDs")
         }
     }
 
-    @Test("on a SQLite file: dead letters grouped by host and outcome; purge --dead removes them, remove a pending entry; a second remove finds nothing (1)")
+    @Test("on a SQLite file: dead letters grouped by host and outcome; purge --dead removes a group (by outcome and host), remove a pending entry; a second remove finds nothing (1)")
     func sqliteRemoveAndPurge() async throws {
         try await Self.withFilledSQLiteStore { server, directory, path, ids in
             let reasons = try await Self.brickQueue(["--sqlite", path, "--json", "status", "--dead-reasons"])
@@ -170,7 +172,10 @@ struct BrickQueueCommandTests {
             let young = try await Self.brickQueue(["--sqlite", path, "purge", "--dead", "hooks", "--older-than", "1h"])
             #expect(young.status == 0)
             #expect(young.output.contains("0 dead letters of hooks removed"), "dead for less than an hour: kept")
-            let purged = try await Self.brickQueue(["--sqlite", path, "--json", "purge", "--dead", "hooks"])
+            let otherGroup = try await Self.brickQueue(["--sqlite", path, "purge", "--dead", "hooks", "--outcome", "HTTP 404"])
+            #expect(otherGroup.output.contains("0 dead letters of hooks removed"), "another group: kept")
+            let host = server.baseURL.replacingOccurrences(of: "http://", with: "")
+            let purged = try await Self.brickQueue(["--sqlite", path, "--json", "purge", "--dead", "hooks", "--outcome", "HTTP 500", "--host", host])
             #expect(purged.objects.compactMap { $0["id"] as? String } == [ids.dead.uuidString])
             let removed = try await Self.brickQueue(["--sqlite", path, "remove", ids.pending[0].uuidString])
             #expect(removed.status == 0, "\(removed.output)")
