@@ -226,7 +226,6 @@ let package = Package(
             dependencies: [
                 "BrickOfflineCore", "BrickOfflinePostgres", "BrickOfflineSQLite", "BrickRequest",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -154,7 +154,7 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
     public static let defaultStartupDeadline: Duration = .seconds(10)
 
     /// What to check when the database cannot be reached.
-    static let connectionAdvice =
+    package static let connectionAdvice =
         "the PostgresClient could not make a connection (a wrong host, port, user, password or TLS setting, or the database is down; the client's backgroundLogger logs why each attempt failed), or it is not running (`await client.run()`)"
 
     /// `PostgresOfflineStore(schema: …, worker: …)`: never the connection's settings or password.

@@ -198,6 +198,38 @@ package enum PostgresSchema {
     /// The schema version this build migrates to (its last migration's).
     package static var currentVersion: Int { migrations.last?.version ?? 0 }
 
+    /// The version `schema` is at, or `nil` when it holds no store — read without migrating
+    /// (for an operator's tool), within `limit`.
+    ///
+    /// - Throws: ``OfflineStoreError`` naming what the server said or what to check.
+    package static func version(client: PostgresClient, schema: String, limit: Duration, logger: Logger) async throws -> Int? {
+        let table = schema + ".migration"
+        do {
+            return try await CallDeadline.run(
+                "look for the store in schema \(schema)", limit: limit, explanation: PostgresOfflineStore.connectionAdvice
+            ) {
+                var exists = false
+                for try await name in try await client.query("SELECT to_regclass(\(table))::text", logger: logger)
+                    .decode(String?.self)
+                {
+                    exists = name != nil
+                }
+                guard exists else { return nil }
+                var version = 0
+                for try await value in try await client.query(
+                    "SELECT coalesce(max(version), 0) FROM \(unescaped: schema).migration", logger: logger
+                ).decode(Int.self) {
+                    version = value
+                }
+                return version
+            }
+        } catch let error as OfflineStoreError {
+            throw error
+        } catch {
+            throw PostgresOfflineStore.storeError(error, doing: "look for the store in schema \(schema)")
+        }
+    }
+
     /// A lease whose expiry lies further ahead than this many lease durations ...
     static let leaseBoundFactor = 10
     /// ... and at least this many seconds is void (see migration 2).

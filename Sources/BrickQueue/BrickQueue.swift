@@ -13,7 +13,6 @@ import BrickOfflinePostgres
 import BrickOfflineSQLite
 import BrickRequest
 import Foundation
-import GRDB
 import Logging
 import PostgresNIO
 
@@ -86,7 +85,12 @@ struct BrickQueue: AsyncParsableCommand {
                 throw Refusal("\(sqlitePath) is not a store file: a SQLite store is named NAME.sqlite")
             }
             // Opening migrates: a file of an older release would then refuse that release's workers.
-            let applied = try Self.appliedMigrations(path: url.path)
+            let applied: Set<String>
+            do {
+                applied = try SQLiteOfflineStore.appliedMigrations(atPath: url.path)
+            } catch {
+                throw Refusal("\(error)")
+            }
             if applied.isEmpty { throw Refusal("\(sqlitePath) is not an offline store (it has no store tables)") }
             if let missing = SQLiteOfflineStore.migrationIdentifiers.first(where: { !applied.contains($0) }) {
                 throw Refusal(
@@ -119,7 +123,13 @@ struct BrickQueue: AsyncParsableCommand {
             defer { group.cancelAll() }
             // An operator's tool reads a store; it never creates one where none is (a mistyped schema),
             // nor migrates one of an older release (its workers would then refuse to start).
-            guard let version = try await Self.storeVersion(client: client, schema: schema, logger: logger) else {
+            let found: Int?
+            do {
+                found = try await PostgresSchema.version(client: client, schema: schema, limit: .seconds(15), logger: logger)
+            } catch {
+                throw Refusal("\(error)")
+            }
+            guard let version = found else {
                 throw Refusal("no offline store in schema \(schema) of that database: is --schema right?")
             }
             guard version >= PostgresSchema.currentVersion else {
@@ -137,63 +147,6 @@ struct BrickQueue: AsyncParsableCommand {
                 throw Refusal("\(error)")
             }
             return try await body(store)
-        }
-    }
-}
-
-extension BrickQueue {
-    /// The schema version of the store in `schema`, or `nil` when it holds none; a database that
-    /// does not answer within 15 s is refused with what the store says of it (never the
-    /// connection's settings).
-    static func storeVersion(client: PostgresClient, schema: String, logger: Logger) async throws -> Int? {
-        let table = schema + ".migration"
-        do {
-            return try await withThrowingTaskGroup(of: Int??.self) { group in
-                group.addTask {
-                    var exists = false
-                    for try await name in try await client.query("SELECT to_regclass(\(table))::text", logger: logger)
-                        .decode(String?.self)
-                    {
-                        exists = name != nil
-                    }
-                    guard exists else { return .some(nil) }
-                    var version = 0
-                    for try await value in try await client.query(
-                        "SELECT coalesce(max(version), 0) FROM \(unescaped: schema).migration", logger: logger
-                    ).decode(Int.self) {
-                        version = value
-                    }
-                    return .some(version)
-                }
-                group.addTask {
-                    try await Task.sleep(for: .seconds(15))
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let version = first else {
-                    throw Refusal("the database did not answer within 15 s: check PGHOST/PGPORT (or the URL), the server, TLS")
-                }
-                return version
-            }
-        } catch let refusal as Refusal {
-            throw refusal
-        } catch {
-            throw Refusal("\(PostgresOfflineStore.storeError(error, doing: "look for the store"))")
-        }
-    }
-
-    /// The migrations a SQLite store file has had, read without opening it as a store.
-    static func appliedMigrations(path: String) throws -> Set<String> {
-        do {
-            var configuration = Configuration()
-            configuration.readonly = true
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
-            return try queue.read { db in
-                guard try db.tableExists("grdb_migrations") else { return [] }
-                return Set(try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations"))
-            }
-        } catch {
-            throw Refusal("\(path) cannot be read as a store: \(error)")
         }
     }
 }

@@ -77,21 +77,15 @@ struct DeadReasonGroup {
     let last: Date
 
     static func groups(_ letters: [EntryView]) -> [DeadReasonGroup] {
-        var byKey: [String: [EntryView]] = [:]
-        var order: [String] = []
-        for letter in letters {
-            let key = "\(letter.entry.queue)\u{0}\(letter.host)\u{0}\(outcome(of: letter))"
-            if byKey[key] == nil { order.append(key) }
-            byKey[key, default: []].append(letter)
-        }
-        return order.compactMap { key -> DeadReasonGroup? in
-            guard let members = byKey[key], let sample = members.first else { return nil }
+        struct Key: Hashable { let queue, host, outcome: String }
+        let byKey = Dictionary(grouping: letters) { Key(queue: $0.entry.queue, host: $0.host, outcome: outcome(of: $0)) }
+        return byKey.map { key, members in
             let dates = members.map { $0.entry.deadLetter?.date ?? $0.entry.createdAt }
             return DeadReasonGroup(
-                queue: sample.entry.queue, host: sample.host, outcome: outcome(of: sample), count: members.count,
+                queue: key.queue, host: key.host, outcome: key.outcome, count: members.count,
                 first: dates.min()!, last: dates.max()!
             )
-        }.sorted { ($0.count, $1.queue) > ($1.count, $0.queue) }
+        }.sorted { ($0.count, $1.queue, $1.host, $1.outcome) > ($1.count, $0.queue, $0.host, $0.outcome) }
     }
 
     static func outcome(of letter: EntryView) -> String {

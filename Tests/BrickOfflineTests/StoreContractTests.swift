@@ -28,6 +28,37 @@ struct StoreContractTests {
         }
     }
 
+    @Test("an operator's removal never takes a leased entry; a dead letter and an unleased entry go; pauses are kept per queue", arguments: StoreKind.allCases)
+    func operatorSide(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try #require(try await place.open("q") as? any InspectableOfflineStore)
+            let ids = try await store.add(Self.drafts(3), dedupe: .reject)
+            let leased = try #require(try await store.lease(queue: "q", limit: 1, now: Date(), for: .seconds(60)).first)
+            #expect(leased.id == ids[0])
+            guard case .leased(let until) = try await store.remove(ids[0], unlessLeasedAt: Date()) else {
+                Issue.record("a leased entry was not refused")
+                return
+            }
+            #expect(until > Date())
+            #expect(try await store.list(queue: "q").map(\.id) == ids, "the worker's entry is still there")
+            #expect(try await store.remove(ids[1], unlessLeasedAt: Date()) == .removed)
+            try await store.setAside([ids[2]], reason: "operator test", now: Date())
+            #expect(try await store.remove(ids[2], unlessLeasedAt: Date()) == .removed, "a dead letter goes")
+            #expect(try await store.remove(ids[1], unlessLeasedAt: Date()) == .notFound)
+            #expect(try await store.queueNames() == ["q"])
+
+            #expect(try await store.isPaused(queue: "q") == false)
+            try await store.setPaused(true, queue: "q")
+            try await store.setPaused(true, queue: "q")  // idempotent
+            #expect(try await store.isPaused(queue: "q"))
+            #expect(try await store.isPaused(queue: "other") == false)
+            #expect(try await store.pausedQueues().keys.sorted() == ["q"])
+            try await store.setPaused(false, queue: "q")
+            #expect(try await store.isPaused(queue: "q") == false)
+            #expect(try await store.pausedQueues().isEmpty)
+        }
+    }
+
     @Test("complete, reschedule, bury and extend need the current token: a stale worker changes nothing", arguments: StoreKind.allCases)
     func fencing(kind: StoreKind) async throws {
         try await withStorePlace(kind) { place in

@@ -270,7 +270,9 @@ struct BrickQueueCommandTests {
             // The password is never printed, whatever happens.
             #expect(!status.output.contains(fixture.password))
 
-            let retried = try await Self.brickQueue(["--postgres", url, "--schema", schema, "retry", "--dead", "hooks", "--all"])
+            let otherGroup = try await Self.brickQueue(["--postgres", url, "--schema", schema, "retry", "--dead", "hooks", "--all", "--outcome", "HTTP 503"])
+            #expect(otherGroup.output.contains("no dead letter retried"), "\(otherGroup.output)")
+            let retried = try await Self.brickQueue(["--postgres", url, "--schema", schema, "retry", "--dead", "hooks", "--all", "--outcome", "HTTP 500"])
             #expect(retried.status == 0, "\(retried.output)")
             #expect(try await store.deadLetters(queue: "hooks").isEmpty)
             #expect(try await store.list(queue: "hooks").contains { $0.id == ids.dead })

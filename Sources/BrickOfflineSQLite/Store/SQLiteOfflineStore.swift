@@ -203,6 +203,24 @@ public final class SQLiteOfflineStore: OfflineStore {
     /// lacks one of them was written by an older release.
     package static var migrationIdentifiers: [String] { schema.migrations.map(\.identifier) }
 
+    /// The migrations the file at `path` has had, read-only and without opening it as a store (so
+    /// without migrating it): for an operator's tool. Empty for a file that holds no store.
+    ///
+    /// - Throws: ``OfflineStoreError`` when the file cannot be read as SQLite.
+    package static func appliedMigrations(atPath path: String) throws -> Set<String> {
+        do {
+            var configuration = Configuration()
+            configuration.readonly = true
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            return try queue.read { db in
+                guard try db.tableExists("grdb_migrations") else { return [] }
+                return Set(try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations"))
+            }
+        } catch {
+            throw OfflineStoreError(.corrupt, message: "\(path) cannot be read as a SQLite store: \(error)")
+        }
+    }
+
     private static let schema = SQLiteSchema(migrations: [
         SQLiteSchema.Migration(identifier: "v1") { db in
             try db.execute(
