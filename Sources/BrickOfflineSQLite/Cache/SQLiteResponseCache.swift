@@ -19,7 +19,8 @@ import Dispatch
 ///   for bodies larger than ``fileThreshold``, one file each in `DIRECTORY/NAME.cache-bodies/`,
 ///   written under a temporary name and renamed into place before the row that names it commits:
 ///   a reader never sees a half-written entry, and a process killed mid-write leaves at most an
-///   unreferenced file, swept at a later open.
+///   unreferenced file, swept at a later open. `DIRECTORY/NAME.cache.lock` (empty) lets openers
+///   of one file — threads and processes — take turns creating, migrating and checking it.
 /// - **Size.** ``maxBytes`` bounds bodies, header fields and keys together; storing past it evicts
 ///   the least recently used responses, by the cache's own index. A read writes nothing: it notes
 ///   the use in memory, and the next store (which is the write that evicts) records the uses in
@@ -29,7 +30,8 @@ import Dispatch
 /// - **Names and versions.** Caches of different names share nothing. Opening a cache with a
 ///   ``version`` other than the one it was written with drops every entry (a new app version
 ///   whose responses no longer decode).
-/// - **Damage.** A file that is not a database or fails its check is moved aside to
+/// - **Damage.** A file that is not a database or fails its check on two opens in a row (never
+///   while another opener is creating it: openers take turns) is moved aside to
 ///   `NAME.cache.sqlite.corrupt-TIMESTAMP` and a new, empty cache is made; ``recoveredFile`` says
 ///   where the old one went. A row that does not decode (a wrongly typed column, a NULL), a body
 ///   file that is missing, of the wrong size or does not match the checksum kept in its row, is a
@@ -108,18 +110,22 @@ public final class SQLiteResponseCache: ResponseCache {
                     attributes: [.posixPermissions: 0o700]
                 )
             }
-            var recovered: String? = nil
-            var opened: DatabasePool
-            do {
-                opened = try Self.open(path)
-            } catch let error as DatabaseError
-                where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
-            {
-                let file = path
-                recovered = try SQLiteFiles.moveAside(file) {
-                    BrickError(.storage, message: "cannot move the damaged cache \(file) aside: \($0)")
+            // Openers of one file take turns (threads and processes): one creates and migrates
+            // it, or finds it damaged and moves it aside, while no other is half-way through
+            // creating it — a file another opener is creating is never taken for a damaged one.
+            let file = path
+            let (opened, recovered) = try SQLiteFiles.whileLocked(directory + "/" + name + ".cache.lock") {
+                () throws -> (DatabasePool, String?) in
+                do {
+                    return (try Self.open(file), nil)
+                } catch let error as DatabaseError
+                    where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
+                {
+                    let moved = try SQLiteFiles.moveAside(file) {
+                        BrickError(.storage, message: "cannot move the damaged cache \(file) aside: \($0)")
+                    }
+                    return (try Self.open(file), moved)
                 }
-                opened = try Self.open(path)
             }
             pool = opened
             recoveredFile = recovered
@@ -307,21 +313,29 @@ public final class SQLiteResponseCache: ResponseCache {
     // MARK: - Opening
 
     private static func open(_ path: String) throws -> DatabasePool {
-        // Several processes may open a new cache file at the same moment: switching it to WAL
-        // takes a lock for which SQLite does not wait (SQLITE_BUSY at once), and a connection that
-        // opens while another process's last connection closes (and removes the `-wal` file and
-        // resets the `-shm` index) can see SQLITE_IOERR once. Both pass: try again, for as long as
-        // a busy writer would be waited for (the busy timeout, 5 s; on a loaded machine several
-        // openers can take turns failing for longer than a second). An I/O error that lasts is
-        // reported after that.
+        // Openers take turns (the caller's lock), but a connection that opens while another
+        // process's last connection closes (removing the `-wal` file and resetting the `-shm`
+        // index, which no opener's lock covers) can see SQLITE_BUSY, SQLITE_IOERR or
+        // SQLITE_PROTOCOL once, and — reading the WAL index mid-reset — even SQLITE_CORRUPT. All
+        // pass: try again, for as long as a busy writer would be waited for (the busy timeout,
+        // 5 s). Damage is concluded only when it is seen on two opens in a row; an error that
+        // lasts is reported after the deadline.
         let deadline = ContinuousClock.now + .seconds(5)
         var attempt = 0
+        var damageSeen = false
         while true {
             do {
                 return try openOnce(path)
-            } catch let error as DatabaseError
-                where (error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_IOERR) && ContinuousClock.now < deadline
-            {
+            } catch let error as DatabaseError where ContinuousClock.now < deadline {
+                switch error.resultCode {
+                case .SQLITE_BUSY, .SQLITE_IOERR, .SQLITE_PROTOCOL:
+                    break
+                case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+                    if damageSeen { throw error }
+                    damageSeen = true
+                default:
+                    throw error
+                }
                 attempt += 1
                 usleep(UInt32(min(5_000 * attempt, 50_000)))
             }

@@ -11,6 +11,26 @@ enum SQLiteFiles {
         if descriptor >= 0 { close(descriptor) }
     }
 
+    /// Runs `body` holding an exclusive `flock` on `lockPath` (created mode 0600 when missing):
+    /// the openers of one shared file — threads of this process and other processes alike, each
+    /// with a descriptor of its own — take turns. A process that dies while holding it releases it.
+    ///
+    /// The lock is a file of its own, never the database: closing any descriptor of the database
+    /// would drop the POSIX locks SQLite holds on it in this process.
+    static func whileLocked<T>(_ lockPath: String, _ body: () throws -> T) throws -> T {
+        let descriptor = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw DatabaseError(resultCode: .SQLITE_CANTOPEN, message: "cannot open \(lockPath): \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        while flock(descriptor, LOCK_EX) != 0 {
+            guard errno == EINTR else {
+                throw DatabaseError(resultCode: .SQLITE_IOERR, message: "cannot lock \(lockPath): \(String(cString: strerror(errno)))")
+            }
+        }
+        return try body()
+    }
+
     /// Throws `SQLITE_CORRUPT` unless SQLite's `quick_check` passes.
     static func quickCheck(_ db: Database) throws {
         let check = try String.fetchOne(db, sql: "PRAGMA quick_check") ?? "ok"
