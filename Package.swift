@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "BrickRequest", targets: ["BrickRequest"]),
         .library(name: "BrickRequestCore", targets: ["BrickRequestCore"]),
         .library(name: "BrickTesting", targets: ["BrickTesting"]),
+        .library(name: "BrickHAR", targets: ["BrickHAR"]),
         .library(name: "BrickOffline", targets: ["BrickOffline"]),
         .library(name: "BrickTestServer", targets: ["BrickTestServer"]),
         .library(name: "BrickOfflinePostgres", targets: ["BrickOfflinePostgres"]),
@@ -60,6 +61,14 @@ let package = Package(
             dependencies: [
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // HTTP Archives: recording, replay and the flight recorder, on the core's `Transport` seam.
+        .target(
+            name: "BrickHAR",
+            dependencies: [
+                "BrickRequestCore",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
         // The libcurl transport (CCurl; CRuntimeHook for its opt-in safe-point resumption).
@@ -183,7 +192,7 @@ let package = Package(
         ),
         .target(
             name: "BrickTesting",
-            dependencies: ["BrickRequest"]
+            dependencies: ["BrickRequest", "BrickHAR"]
         ),
         .target(
             name: "BrickTestServer",
@@ -333,7 +342,8 @@ let package = Package(
         // The test doubles themselves (ManualClock, StubTransport).
         .testTarget(
             name: "BrickTestingTests",
-            dependencies: ["BrickRequest", "BrickTesting", "BrickTestServer", "BrickTestSupport"]
+            dependencies: ["BrickRequest", "BrickTesting", "BrickHAR", "BrickTestServer", "BrickTestSupport"],
+            exclude: ["Replays"]
         ),
         // The client in Generated/ is swift-openapi-generator's output for openapi.yaml, committed
         // (Scripts/generate-openapi-client.sh regenerates it), so CI never builds the generator.
@@ -396,8 +406,8 @@ if Context.environment["BRICK_FUZZ"] != nil {
 if Context.environment["BRICK_SANITIZER_SUBSET"] != nil {
     let kept: Set<String> = [
         "CCurl", "CNetlink", "CRuntimeHook", "CZlib", "BrickRequestCore", "BrickCurl", "BrickNetlink", "BrickRequest",
-        "BrickOffline", "BrickOfflineCore", "BrickOfflineSQLite", "BrickTesting",
-        "BrickTestServer", "BrickTestSupport", "BrickOfflineTestSupport", "brick-offline-probe",
+        "BrickOffline", "BrickOfflineCore", "BrickOfflineSQLite", "BrickTesting", "BrickHAR",
+        "BrickTestingTests", "BrickTestServer", "BrickTestSupport", "BrickOfflineTestSupport", "brick-offline-probe",
         "BrickLifecycle", "BrickOfflineMetrics", "BrickRequestTests", "BrickOfflineTests", "BrickLifecycleTests",
     ]
     package.targets = package.targets.filter { kept.contains($0.name) }

@@ -29,6 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRODUCTS = {
     "BrickRequest": ["BrickRequestCore", "BrickCurl", "BrickNetlink"],
     "BrickTesting": [],
+    "BrickHAR": [],
     "BrickOffline": ["BrickOfflineCore", "BrickOfflineSQLite"],
     "BrickOfflinePostgres": ["BrickOfflineCore"],
     "BrickOpenAPI": [],

@@ -1,1 +1,2 @@
+@_exported import BrickHAR
 @_exported import BrickRequest

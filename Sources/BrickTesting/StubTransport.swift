@@ -1,4 +1,5 @@
 @_spi(TransportImplementation) import BrickRequest
+import BrickHAR
 import Dispatch
 import FoundationEssentials
 import Synchronization
@@ -144,54 +145,6 @@ public final class StubTransport: Transport {
         state.withLock { $0.routes.append(Route(method: method, pattern: path, responses: responses)) }
     }
 
-    /// A scripted result as the request's destination receives it, as from `CurlTransport`: with a
-    /// ``TransportRequest/ResponseDestination/stream(_:)`` the body goes to the stream in one piece,
-    /// with a ``TransportRequest/ResponseDestination/file(path:)`` it is written to the file; either
-    /// way the response then has no body. A request with a progress handler gets one report first:
-    /// its whole body sent and the whole scripted body received.
-    private static func delivered(
-        _ result: Result<TransportResponse, TransportError>,
-        for request: TransportRequest
-    ) -> Result<TransportResponse, TransportError> {
-        guard case .success(var response) = result else { return result }
-        let body = response.body ?? Data()
-        if let progress = request.options.progress {
-            let sent = (try? request.body?.contentLength()) ?? 0
-            let received = Int64(body.count)
-            progress(
-                TransportRequest.Progress(
-                    bytesReceived: received,
-                    totalBytesExpectedToReceive: received,
-                    bytesSent: sent,
-                    totalBytesExpectedToSend: sent
-                )
-            )
-        }
-        let destination = request.options.destination
-        switch destination {
-        case .memory:
-            return result
-        case .stream(let stream):
-            if !body.isEmpty,
-                !stream.responseStarted(status: response.status, headerFields: response.headerFields)
-                    || !body.withUnsafeBytes({ stream.receive($0) })
-            {
-                return .failure(TransportError(.cancelled, message: "the response body stream stopped the transfer"))
-            }
-        case .file(let path):
-            do {
-                try body.write(to: URL(fileURLWithPath: path), options: .atomic)
-            } catch {
-                return .failure(
-                    TransportError(.fileIO, message: "cannot write the response body file \(path): \(error)")
-                )
-            }
-            response.bodyFile = path
-        }
-        response.body = nil
-        return .success(response)
-    }
-
     /// Every request started, in order, as rendered.
     public var requests: [TransportRequest] { state.withLock { $0.requests } }
 
@@ -211,7 +164,7 @@ public final class StubTransport: Transport {
         }
         let deliver: @Sendable (Result<TransportResponse, TransportError>) -> Void = { [self] result in
             guard let handler = state.withLock({ $0.inFlight.removeValue(forKey: id) }) else { return }
-            handler(Self.delivered(result, for: request))
+            handler(ScriptedDelivery.delivered(result, for: request))
         }
         guard let scripted else {
             Issue.record(

@@ -12,7 +12,7 @@ extension Session {
     /// Replacements in force in the current task: a session's identity → its replacement.
     @TaskLocal private static var replacements: [ObjectIdentifier: Replacement] = [:]
 
-    /// How many `withReplacement` scopes are open in the process: while none is, requests skip
+    /// How many `withReplacement` and `withEverySessionTransport` scopes are open in the process: while none is, requests skip
     /// reading the task-local table (the common case costs one relaxed atomic load).
     private static let openReplacementScopes = Atomic<Int>(0)
 
@@ -84,6 +84,83 @@ extension Session {
         return try Self.$replacements.withValue(table, operation: operation)
     }
 
+    /// Runs `operation` with every session's requests in this task sent through the transport
+    /// `makeTransport` returns for it: how a recording or a replay (`BrickTesting`'s `.replay`
+    /// trait, `BrickHAR`'s `RecordingTransport` and `ReplayTransport`) takes every session of a
+    /// test at once, without naming them. `makeTransport` is called once per session that runs a
+    /// request in the scope, with that session's own transport (to wrap, or to ignore); the
+    /// requests run on a session of the scope's own with the session's configuration,
+    /// reachability, clock, logger, event monitors and instruments, a fresh in-memory response
+    /// cache (a replayed answer never becomes what the app serves later, nor another test's) and
+    /// traffic state of its own.
+    ///
+    /// Which requests, and which not, as for ``withReplacement(_:keepingEndpointCaches:isolation:operation:)``:
+    /// those started in the scope's task, its child tasks and the `Task { }`s they create. A
+    /// session that has a replacement of its own in the task keeps it: the more specific scope
+    /// wins. Scopes nest; the innermost wins.
+    ///
+    /// - Parameters:
+    ///   - makeTransport: The transport for a session, given its own.
+    ///   - operation: The code to run.
+    /// - Returns: What `operation` returns.
+    @discardableResult
+    public static func withEverySessionTransport<Result>(
+        _ makeTransport: @escaping @Sendable (_ original: any Transport) -> any Transport,
+        isolation: isolated (any Actor)? = #isolation,
+        operation: () async throws -> Result
+    ) async rethrows -> Result {
+        openReplacementScopes.add(1, ordering: .relaxed)
+        defer { openReplacementScopes.subtract(1, ordering: .relaxed) }
+        return try await $everySession.withValue(
+            EverySessionScope(makeTransport),
+            operation: operation,
+            isolation: isolation
+        )
+    }
+
+    /// The scope of ``withEverySessionTransport(_:isolation:operation:)`` in force, if any.
+    @TaskLocal private static var everySession: EverySessionScope?
+
+    /// One ``withEverySessionTransport(_:isolation:operation:)`` scope: the session it made for
+    /// each session that ran a request in it.
+    private final class EverySessionScope: Sendable {
+        let makeTransport: @Sendable (any Transport) -> any Transport
+        /// By the original's identity; the original is kept too, so an identity is never reused
+        /// while the scope lives.
+        private let sessions = Lock([ObjectIdentifier: (original: Session, scoped: Session)]())
+
+        init(_ makeTransport: @escaping @Sendable (any Transport) -> any Transport) {
+            self.makeTransport = makeTransport
+        }
+
+        func session(for original: Session) -> Session {
+            if let made = sessions.withLock({ $0[ObjectIdentifier(original)]?.scoped }) { return made }
+            // Made outside the lock (a transport's init may do real work); the first one kept wins.
+            let made = original.withTransport(makeTransport(original.transport))
+            return sessions.withLock { sessions in
+                if let existing = sessions[ObjectIdentifier(original)] { return existing.scoped }
+                sessions[ObjectIdentifier(original)] = (original, made)
+                return made
+            }
+        }
+    }
+
+    /// A session like this one on `transport`, with a new in-memory response cache and traffic
+    /// state of its own.
+    private func withTransport(_ transport: any Transport) -> Session {
+        var configuration = self.configuration
+        configuration.responseCache = InMemoryResponseCache()
+        return Session(
+            configuration: configuration,
+            transport: transport,
+            reachability: reachability,
+            sessionClock: clock,
+            logger: logger,
+            eventMonitors: eventMonitors,
+            instruments: instruments
+        )
+    }
+
     /// The session that runs this session's requests in the current task: its replacement, if a
     /// ``withReplacement(_:keepingEndpointCaches:isolation:operation:)`` scope of this task names
     /// one; otherwise itself.
@@ -93,10 +170,13 @@ extension Session {
     /// ``resolved``, and the cache every caching endpoint must use instead of its own (the
     /// replacement's, unless the scope keeps endpoint caches).
     var resolvedWithCaches: (session: Session, imposedCache: (any ResponseCache)?) {
-        guard Self.openReplacementScopes.load(ordering: .relaxed) > 0,
-            let replacement = Self.replacements[ObjectIdentifier(self)]
-        else { return (self, nil) }
-        let session = replacement.session
-        return (session, replacement.keepsEndpointCaches ? nil : session.configuration.responseCache)
+        guard Self.openReplacementScopes.load(ordering: .relaxed) > 0 else { return (self, nil) }
+        if let replacement = Self.replacements[ObjectIdentifier(self)] {
+            let session = replacement.session
+            return (session, replacement.keepsEndpointCaches ? nil : session.configuration.responseCache)
+        }
+        guard let scope = Self.everySession else { return (self, nil) }
+        let session = scope.session(for: self)
+        return (session, session.configuration.responseCache)
     }
 }

@@ -75,7 +75,7 @@ public final class Session: Sendable {
     ///   - eventMonitors: Observers of every request.
     ///   - instruments: What instruments every request attempt by attempt (`MetricsInstrument`
     ///     of `BrickMetrics`, `TracingInstrument` of `BrickTracing`). Default none.
-    public init(
+    public convenience init(
         configuration: Configuration = Configuration(),
         transport: any Transport,
         reachability: any ReachabilityMonitor,
@@ -84,10 +84,32 @@ public final class Session: Sendable {
         eventMonitors: [any EventMonitor] = [],
         instruments: [any RequestInstrument] = []
     ) {
+        self.init(
+            configuration: configuration,
+            transport: transport,
+            reachability: reachability,
+            sessionClock: SessionClock(clock),
+            logger: logger,
+            eventMonitors: eventMonitors,
+            instruments: instruments
+        )
+    }
+
+    /// The designated initializer, on a clock already wrapped (a session made from another shares
+    /// its clock).
+    init(
+        configuration: Configuration,
+        transport: any Transport,
+        reachability: any ReachabilityMonitor,
+        sessionClock clock: SessionClock,
+        logger: Logger,
+        eventMonitors: [any EventMonitor],
+        instruments: [any RequestInstrument]
+    ) {
         self.configuration = configuration
         self.transport = transport
         self.reachability = reachability
-        self.clock = SessionClock(clock)
+        self.clock = clock
         self.logger = logger
         self.logsRequests = logger.logLevel <= .debug
         self.eventMonitors = eventMonitors

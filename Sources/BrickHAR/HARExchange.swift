@@ -1,0 +1,145 @@
+@_spi(TransportImplementation) public import BrickRequestCore
+public import FoundationEssentials
+public import HTTPTypes
+
+/// One request and what came of it — a response, or a transport failure — as an HTTP Archive
+/// keeps it.
+public struct HARExchange: Sendable, Hashable {
+    /// When the request started.
+    public var startedAt: Date
+    /// The method.
+    public var method: HTTPRequest.Method
+    /// The absolute URL, as sent (after redaction: a redacted query parameter reads `REDACTED`).
+    public var url: String
+    /// The request's header fields, as sent (after redaction).
+    public var requestHeaders: HTTPFields
+    /// The request body; `nil` when there was none or it was not kept (a stream).
+    public var requestBody: Data?
+    /// The response, or `nil` when the exchange ended in ``failure``.
+    public var response: HTTPResponse?
+    /// The response body (empty for none).
+    public var responseBody: Data
+    /// The transport failure that ended the exchange, when no response arrived.
+    public var failure: TransportError?
+    /// The transfer's timings and connection facts.
+    public var metrics: TransportMetrics
+
+    /// Creates an exchange.
+    ///
+    /// - Parameters:
+    ///   - startedAt: When the request started.
+    ///   - method: The method.
+    ///   - url: The absolute URL.
+    ///   - requestHeaders: The request's header fields.
+    ///   - requestBody: The request body, if any.
+    ///   - response: The response, or `nil` with a `failure`.
+    ///   - responseBody: The response body.
+    ///   - failure: The transport failure, when no response arrived.
+    ///   - metrics: Timings.
+    public init(
+        startedAt: Date = Date(),
+        method: HTTPRequest.Method,
+        url: String,
+        requestHeaders: HTTPFields = [:],
+        requestBody: Data? = nil,
+        response: HTTPResponse?,
+        responseBody: Data = Data(),
+        failure: TransportError? = nil,
+        metrics: TransportMetrics = TransportMetrics()
+    ) {
+        self.startedAt = startedAt
+        self.method = method
+        self.url = url
+        self.requestHeaders = requestHeaders
+        self.requestBody = requestBody
+        self.response = response
+        self.responseBody = responseBody
+        self.failure = failure
+        self.metrics = metrics
+    }
+
+    /// What the exchange answers, as a transport delivers it: the response with its body (and
+    /// timings), or the failure.
+    ///
+    /// - Parameter url: The URL the response reports (the replayed request's).
+    /// - Returns: The result.
+    package func result(url: String) -> Result<TransportResponse, TransportError> {
+        guard let response else {
+            return .failure(failure ?? TransportError(.other, message: "the recorded exchange has neither a response nor a failure"))
+        }
+        return .success(
+            TransportResponse(
+                status: response.status,
+                headerFields: response.headerFields,
+                body: responseBody,
+                metrics: metrics,
+                url: url
+            )
+        )
+    }
+}
+
+extension HARExchange {
+    /// The exchange of `request` and `result`, redacted, with bodies cut at `bodyLimit` bytes.
+    init(
+        request: TransportRequest,
+        result: Result<TransportResponse, TransportError>,
+        startedAt: Date,
+        redaction: HARRedaction,
+        bodyLimit: Int = .max
+    ) {
+        self.startedAt = startedAt
+        method = request.method
+        url = redaction.redact(url: request.urlString)
+        requestHeaders = redaction.redact(request.headerFields)
+        requestBody = request.body.flatMap { Self.collected($0, limit: bodyLimit) }
+        switch result {
+        case .success(let transportResponse):
+            response = HTTPResponse(
+                status: transportResponse.status,
+                headerFields: redaction.redact(transportResponse.headerFields)
+            )
+            var body = transportResponse.body ?? Data()
+            if transportResponse.body == nil, let file = transportResponse.bodyFile {
+                body = Self.read(file, limit: bodyLimit) ?? Data()
+            }
+            responseBody = body.count > bodyLimit ? body.prefix(bodyLimit) : body
+            failure = nil
+            metrics = transportResponse.metrics
+        case .failure(let error):
+            response = nil
+            responseBody = Data()
+            failure = error
+            metrics = TransportMetrics()
+        }
+    }
+
+    /// The body's bytes, up to `limit`; `nil` for a streamed body or an unreadable file (not kept).
+    private static func collected(_ body: RequestBody, limit: Int) -> Data? {
+        var data = Data()
+        for segment in body.segments {
+            guard data.count < limit else { break }
+            switch segment {
+            case .data(let bytes): data.append(bytes.prefix(limit - data.count))
+            case .file(let path):
+                guard let bytes = read(path, limit: limit - data.count) else { return nil }
+                data.append(bytes)
+            case .stream: return nil
+            }
+        }
+        return data
+    }
+
+    private static func read(_ path: String, limit: Int) -> Data? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        return data.count > limit ? data.prefix(limit) : data
+    }
+
+    /// The bytes this exchange holds: bodies, and a rough figure for the rest.
+    var byteCount: Int {
+        var count = url.utf8.count + responseBody.count + (requestBody?.count ?? 0) + 256
+        for field in requestHeaders { count += field.name.rawName.utf8.count + field.value.utf8.count }
+        for field in response?.headerFields ?? [:] { count += field.name.rawName.utf8.count + field.value.utf8.count }
+        return count
+    }
+}

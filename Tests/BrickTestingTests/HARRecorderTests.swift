@@ -1,0 +1,74 @@
+import BrickHAR
+import BrickRequest
+import BrickTestServer
+import BrickTestSupport
+import BrickTesting
+import Foundation
+import Testing
+
+@Suite("HARRecorder, the flight recorder", .timeLimit(.minutes(2)))
+struct HARRecorderTests {
+    @Test("100,000 requests: never more than the limit of exchanges nor the byte bound; the last ones kept, oldest first; bodies cut at the body limit")
+    func bounded() throws {
+        let recorder = HARRecorder(limit: 300, maxBytes: 256 << 10, bodyLimit: 4 << 10)
+        var largest = (count: 0, bytes: 0)
+        for number in 0..<100_000 {
+            let request = try TransportRequest(
+                method: .post,
+                url: "http://127.0.0.1:9/items/\(number)",
+                headerFields: [.authorization: "Bearer PLANTED-RECORDER-SECRET"],
+                body: RequestBody(segments: [.data(Data(count: number % 7 * 1024))])
+            )
+            let observer = try #require(recorder.observe(request, operation: nil))
+            var sent = request
+            observer.attemptWillStart(&sent, resendCount: 0)
+            let body = Data(repeating: UInt8(number % 251), count: number % 13 * 1024)
+            observer.attemptDidEnd(.success(TransportResponse(status: .ok, body: body)), request: sent, resendCount: 0)
+            if number % 1000 == 999 {
+                let exchanges = recorder.exchanges
+                largest = (max(largest.count, exchanges.count), max(largest.bytes, recorder.byteCount))
+            }
+        }
+        #expect(largest.count <= 300)
+        #expect(largest.bytes <= 256 << 10)
+        let kept = recorder.exchanges
+        #expect(!kept.isEmpty)
+        #expect(kept.last?.url == "http://127.0.0.1:9/items/99999")
+        let numbers = kept.compactMap { Int($0.url.split(separator: "/").last ?? "") }
+        #expect(numbers == Array(numbers.sorted()) && numbers == Array((100_000 - numbers.count)..<100_000))
+        #expect(kept.allSatisfy { $0.responseBody.count <= 4 << 10 && ($0.requestBody?.count ?? 0) <= 4 << 10 })
+        #expect(kept.allSatisfy { $0.requestHeaders[.authorization] == "REDACTED" })
+    }
+
+    @Test("on a session against the loopback server: each attempt kept as sent, written as valid HAR on demand, no secret in it; paused, nothing kept")
+    func onASession() async throws {
+        let recorder = HARRecorder(limit: 50, redaction: HARRedaction(queryParameters: ["sig"]))
+        let session = Session(configuration: .init(), instruments: [recorder])
+        let path = NSTemporaryDirectory() + "brick-recorder-" + UUID().uuidString + "/incident.har"
+        try await withServer(prepare: { server in
+            server.route("/orders") { _ in .respond(status: 200, headers: [.init("Content-Type", "application/json")], body: Array(#"{"orders":[]}"#.utf8)) }
+        }) { server in
+            for number in 0..<3 {
+                let response = await ArchivedGet(
+                    server.baseURL + "/orders?page=\(number)&sig=PLANTED-SIGNATURE",
+                    session: session,
+                    headers: ["Authorization": "Bearer PLANTED-BEARER"]
+                ).response()
+                #expect(response.status == .ok)
+            }
+            recorder.isRecording = false
+            _ = await ArchivedGet(server.baseURL + "/orders?page=9", session: session).response()
+            #expect(server.requestCount == 4)
+        }
+        #expect(recorder.exchanges.count == 3)
+        try recorder.writeHAR(to: path)
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(!text.contains("PLANTED"))
+        let lines = try checkedByPython([path])
+        #expect(lines.map { $0["status"] as? Int } == [200, 200, 200])
+        #expect(lines.map { ($0["url"] as? String)?.hasSuffix("sig=REDACTED") } == [true, true, true])
+        #expect(lines.first?["text"] as? String == #"{"orders":[]}"#)
+        let archive = try HARArchive(contentsOf: path)
+        #expect(archive.exchanges.allSatisfy { $0.metrics.total > .zero && $0.metrics.httpVersion == .http1_1 })
+    }
+}
