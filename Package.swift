@@ -20,6 +20,7 @@ let package = Package(
         .executable(name: "brick-demo", targets: ["BrickDemo"]),
         .executable(name: "outbox-worker", targets: ["OutboxWorker"]),
         .executable(name: "brick-queue", targets: ["BrickQueue"]),
+        .library(name: "BrickQueueConsole", targets: ["BrickQueueConsole"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-http-types", from: "1.3.0"),
@@ -39,6 +40,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
         // Only the brick-queue tool builds this.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0"),
     ],
     targets: [
         .systemLibrary(
@@ -230,10 +232,19 @@ let package = Package(
         ),
         // brick-queue: the operator's command line over a SQLite or PostgreSQL store (its own target:
         // library users never build it, nor swift-argument-parser).
+        // The web console of the queues: Hummingbird routes a service mounts, or `brick-queue serve`.
+        .target(
+            name: "BrickQueueConsole",
+            dependencies: [
+                "BrickOfflineCore", "BrickRequest",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ]
+        ),
         .executableTarget(
             name: "BrickQueue",
             dependencies: [
-                "BrickOfflineCore", "BrickOfflinePostgres", "BrickOfflineSQLite", "BrickRequest",
+                "BrickOfflineCore", "BrickOfflinePostgres", "BrickOfflineSQLite", "BrickRequest", "BrickQueueConsole",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -333,11 +344,14 @@ let package = Package(
             name: "BrickQueueTests",
             dependencies: [
                 "BrickOffline", "BrickOfflinePostgres", "BrickOfflineTestSupport", "BrickRequest", "BrickTestServer",
-                "BrickTestSupport",
+                "BrickTestSupport", "BrickQueueConsole",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            exclude: ["Browser"]
         ),
         // The test doubles themselves (ManualClock, StubTransport).
         .testTarget(

@@ -66,6 +66,8 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
     /// This worker's name, stamped on its leases (`lease_owner`): host name, process id and a
     /// random suffix, unless given.
     public let workerName: String
+    /// The minute this worker last dropped delivery counts older than a day (at most once a minute).
+    let prunedMinute = Atomic<Int64>(0)
 
     let logger: Logger
     let listener: NotificationListener

@@ -193,6 +193,21 @@ package enum PostgresSchema {
                 "CREATE TABLE \(s).paused_queue (queue text PRIMARY KEY, paused_at timestamptz NOT NULL DEFAULT clock_timestamp())",
             ]
         },
+        Migration(version: 5, name: "deliveries per minute") { s in
+            [
+                // Counted in the statement that ends an attempt. One row per queue, minute and
+                // worker: workers of a fleet never update one row (no hot row, no lock queue);
+                // readers sum them.
+                """
+                CREATE TABLE \(s).delivery_minute (
+                    queue text NOT NULL, minute timestamptz NOT NULL, worker text NOT NULL,
+                    delivered bigint NOT NULL DEFAULT 0, failed bigint NOT NULL DEFAULT 0,
+                    PRIMARY KEY (queue, minute, worker)
+                )
+                """,
+                "CREATE INDEX delivery_minute_by_minute ON \(s).delivery_minute (minute)",
+            ]
+        },
     ]
 
     /// The schema version this build migrates to (its last migration's).

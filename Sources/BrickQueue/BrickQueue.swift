@@ -30,7 +30,7 @@ struct BrickQueue: AsyncParsableCommand {
 
             Exit status: 0 done; 1 not found or refused; 2 a usage error.
             """,
-        subcommands: [Status.self, List.self, Show.self, Retry.self, Remove.self, Purge.self, Pause.self, Resume.self]
+        subcommands: [Status.self, List.self, Show.self, Retry.self, Remove.self, Purge.self, Pause.self, Resume.self, Serve.self]
     )
 
     @Option(name: .customLong("sqlite"), help: ArgumentHelp("A SQLite store file.", valueName: "path"))

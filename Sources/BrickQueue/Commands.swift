@@ -1,6 +1,7 @@
 import ArgumentParser
 import BrickOfflineCore
 import BrickRequest
+import BrickQueueConsole
 import Foundation
 
 /// `status`: every queue's depth, what is due, leased and dead, and the oldest pending entry's age.
@@ -17,14 +18,7 @@ struct Status: AsyncParsableCommand {
         let now = Date()
         if deadReasons { return try await showDeadReasons() }
         let summaries = try await root.withStore { store in
-            var summaries: [QueueSummary] = []
-            let paused = try await store.pausedQueues()
-            for name in Set(try await store.queueNames()).union(paused.keys).sorted() {
-                let pending = try await store.list(queue: name)
-                let dead = try await store.deadLetters(queue: name)
-                summaries.append(QueueSummary(queue: name, pending: pending, dead: dead, pausedSince: paused[name], now: now))
-            }
-            return summaries
+            try await QueueSummary.all(in: store, now: now)
         }
         if root.json {
             for summary in summaries { Output.line(summary.json) }
@@ -32,10 +26,11 @@ struct Status: AsyncParsableCommand {
             print("no queue holds an entry")
         } else {
             Output.table(
-                ["QUEUE", "PENDING", "DUE", "LEASED", "DEAD", "OLDEST PENDING", "STATE"],
+                ["QUEUE", "PENDING", "DUE", "LEASED", "DEAD", "OLDEST PENDING", "DELIVERED 1M/1H", "FAILED 1M/1H", "STATE"],
                 summaries.map {
                     [$0.queue, "\($0.pending)", "\($0.due)", "\($0.leased)", "\($0.dead)",
                      $0.oldestPendingSeconds.map(Output.age) ?? "-",
+                     "\($0.deliveredLastMinute)/\($0.deliveredLastHour)", "\($0.failedLastMinute)/\($0.failedLastHour)",
                      ($0.pausedSince.map { "paused since \(Output.date($0))" } ?? "running")
                         + ($0.leasedBy.isEmpty ? "" : "; leased by " + $0.leasedBy.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value))" }.joined(separator: ", "))]
                 }
@@ -66,39 +61,6 @@ extension Status {
     }
 }
 
-/// Dead letters that died the same way: same queue, same host, same last outcome.
-struct DeadReasonGroup {
-    let queue: String
-    let host: String
-    /// `HTTP 401`, `error: …`, or the death's reason when no attempt was recorded (expired).
-    let outcome: String
-    let count: Int
-    let first: Date
-    let last: Date
-
-    static func groups(_ letters: [EntryView]) -> [DeadReasonGroup] {
-        struct Key: Hashable { let queue, host, outcome: String }
-        let byKey = Dictionary(grouping: letters) { Key(queue: $0.entry.queue, host: $0.host, outcome: outcome(of: $0)) }
-        return byKey.map { key, members in
-            let dates = members.map { $0.entry.deadLetter?.date ?? $0.entry.createdAt }
-            return DeadReasonGroup(
-                queue: key.queue, host: key.host, outcome: key.outcome, count: members.count,
-                first: dates.min()!, last: dates.max()!
-            )
-        }.sorted { ($0.count, $1.queue, $1.host, $1.outcome) > ($1.count, $0.queue, $0.host, $0.outcome) }
-    }
-
-    static func outcome(of letter: EntryView) -> String {
-        letter.entry.lastAttempt == nil ? (letter.entry.deadLetter?.reason ?? "-") : letter.lastOutcome
-    }
-
-    /// Field names are stable: scripts read them.
-    var json: [String: Any] {
-        ["queue": queue, "host": host, "outcome": outcome, "count": count,
-         "firstDeadAt": Output.date(first), "lastDeadAt": Output.date(last)]
-    }
-}
-
 /// `list QUEUE`: a queue's pending entries (or its dead letters), oldest first, paged.
 struct List: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "A queue's entries, or its dead letters, oldest first.")
@@ -116,15 +78,14 @@ struct List: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let (dead, queue) = (self.dead, self.queue)
-        var entries = try await root.withStore { store in
-            dead ? try await store.deadLetters(queue: queue) : try await store.list(queue: queue)
-        }
-        if let after = after.flatMap(UUID.init(uuidString:)) {
-            guard let index = entries.firstIndex(where: { $0.id == after }) else {
+        let (dead, queue, limit) = (self.dead, self.queue, self.limit)
+        let after = self.after.flatMap(UUID.init(uuidString:))
+        let entries = try await root.withStore { store in
+            if let after, try await store.entry(after).map({ $0.queue != queue || ($0.deadLetter != nil) != dead }) ?? true {
                 throw Refusal("no entry \(after) in \(dead ? "the dead letters of " : "")\(queue)")
             }
-            entries = Array(entries[(index + 1)...])
+            // One more than the page: whether there is a next one.
+            return try await store.page(queue: queue, dead: dead, after: after, limit: limit + 1)
         }
         let page = entries.prefix(limit).map(EntryView.init)
         if root.json {
@@ -244,11 +205,7 @@ struct Retry: AsyncParsableCommand {
 /// Finds an entry, pending or dead, by ID in every queue of a store.
 enum Lookup {
     static func entry(_ id: UUID, in store: any InspectableOfflineStore) async throws -> OfflineEntry? {
-        for name in try await store.queueNames() {
-            if let found = try await store.list(queue: name).first(where: { $0.id == id }) { return found }
-            if let found = try await store.deadLetters(queue: name).first(where: { $0.id == id }) { return found }
-        }
-        return nil
+        try await store.entry(id)
     }
 }
 

@@ -214,7 +214,12 @@ struct BrickQueueCommandTests {
             await queue.waitUntilEmpty()
             #expect(server.requests(path: "/post").count == 1)
             let after = try await Self.brickQueue(["--postgres", url, "--schema", schema, "--json", "status"])
-            #expect(after.objects.isEmpty, "no entry and no pause: no queue to show")
+            // Emptied, the queue stays in view for an hour with what it delivered (counted by the
+            // statement that removed the entry, in the store's per-worker minute rows).
+            let emptied = try #require(after.objects.first)
+            #expect(emptied["pending"] as? Int == 0 && emptied["paused"] as? Bool == false)
+            #expect(emptied["deliveredLastMinute"] as? Int == 1 && emptied["deliveredLastHour"] as? Int == 1)
+            #expect(emptied["failedLastHour"] as? Int == 0)
             await queue.close()
         }
     }
@@ -278,14 +283,44 @@ struct BrickQueueCommandTests {
             #expect(try await store.list(queue: "hooks").contains { $0.id == ids.dead })
 
             // A store of an older release is not migrated behind its workers' back.
-            try await running.client.query("DELETE FROM \(unescaped: schema).migration WHERE version = 4", logger: Logger(label: "test"))
+            try await running.client.query("DELETE FROM \(unescaped: schema).migration WHERE version = 5", logger: Logger(label: "test"))
             let older = try await Self.brickQueue(["--postgres", url, "--schema", schema, "status"])
             #expect(older.status == 1)
-            #expect(older.output.contains("schema version 3"), "\(older.output)")
+            #expect(older.output.contains("schema version 4"), "\(older.output)")
 
             let elsewhere = try await Self.brickQueue(["--postgres", url, "--schema", "no_store_here", "status"])
             #expect(elsewhere.status == 1)
             #expect(elsewhere.output.contains("no offline store"), "\(elsewhere.output)")
+        }
+    }
+
+    @Test("serve: refuses a non-loopback address without --token-file (2); on loopback it prints its URL, serves the overview as 127.0.0.1 only (421 for another Host), and stops on SIGTERM (0)")
+    func serve() async throws {
+        try await Self.withFilledSQLiteStore { _, directory, path, _ in
+            let exposed = try await Self.brickQueue(["--sqlite", path, "serve", "--host", "0.0.0.0"])
+            #expect(exposed.status == 2)
+            #expect(exposed.output.contains("--token-file"), "\(exposed.output)")
+
+            let binary = testProductsDirectory.appendingPathComponent("brick-queue").path
+            let log = directory.appendingPathComponent("serve.log").path
+            let pid = try Subprocess.spawn("exec '\(binary)' --sqlite '\(path)' serve --port 0 > '\(log)' 2>&1")
+            var port: Int?
+            await eventually(within: .seconds(30)) {
+                let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                guard let range = text.range(of: "console at http://127.0.0.1:") else { return false }
+                port = Int(text[range.upperBound...].prefix { $0.isNumber })
+                return port != nil
+            }
+            let base = "http://127.0.0.1:\(try #require(port))"
+            let transport = CurlTransport()
+            let page = try await transport.send(TransportRequest(method: .get, url: base + "/"))
+            #expect(page.status == .ok)
+            #expect(String(decoding: page.body ?? Data(), as: UTF8.self).contains("data-count=\"hooks pending\">2<"))
+            let rebound = try await transport.send(TransportRequest(method: .get, url: base + "/", headers: [(name: "Host", value: "attacker.example:\(port!)")]))
+            #expect(rebound.status.code == 421)
+            kill(pid, SIGTERM)
+            let status = await Task.detached { Subprocess.wait(pid) }.value
+            #expect(status == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         }
     }
 }

@@ -270,7 +270,8 @@ extension SQLiteOfflineStore {
     }
 
     public func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool {
-        try await write("remove a delivered entry") { db in
+        try await write("remove a delivered entry") { [self] db in
+            try count(delivered: true, id: id, lease: lease, in: db)
             try db.execute(
                 sql: "DELETE FROM entry WHERE id = ? AND leaseToken = ?",
                 arguments: [id.uuidString, lease.uuidString]
@@ -286,7 +287,8 @@ extension SQLiteOfflineStore {
         attempt: OfflineEntry.AttemptRecord,
         countsAttempt: Bool
     ) async throws -> Bool {
-        try await write("reschedule an entry") { db in
+        try await write("reschedule an entry") { [self] db in
+            if countsAttempt { try count(delivered: false, id: id, lease: lease, in: db) }
             try db.execute(
                 sql: """
                     UPDATE entry SET leaseToken = NULL, leaseExpiresAt = NULL,
@@ -312,7 +314,8 @@ extension SQLiteOfflineStore {
         countsAttempt: Bool
     ) async throws -> Bool {
         let now = Date().timeIntervalSince1970
-        return try await write("set an entry aside") { db in
+        return try await write("set an entry aside") { [self] db in
+            if countsAttempt { try count(delivered: false, id: id, lease: lease, in: db) }
             try db.execute(
                 sql: """
                     UPDATE entry SET leaseToken = NULL, leaseExpiresAt = NULL, deadAt = ?, deadReason = ?,
@@ -423,7 +426,7 @@ extension SQLiteOfflineStore {
     }
 
     public func retryDeadLetter(_ id: OfflineEntry.ID, now: Date) async throws {
-        try await write("retry a dead letter") { db in
+        let queue = try await write("retry a dead letter") { db -> String in
             guard
                 let row = try Row.fetchOne(
                     db,
@@ -448,7 +451,10 @@ extension SQLiteOfflineStore {
                     row["lastAttemptAt"] as? Double, row["lastStatus"] as? Int64, row["lastError"] as? String,
                 ]
             )
+            return dead.queue
         }
+        // Due now: the queue's loop may be asleep until its next add.
+        wake(queue: queue)
     }
 
     public func remove(_ id: OfflineEntry.ID) async throws {

@@ -45,6 +45,11 @@ public final class SQLiteOfflineStore: OfflineStore {
     /// each with its reason.
     public var damagedRowsSetAside: Int { damagedRows.load(ordering: .relaxed) }
     let damagedRows = Atomic<Int>(0)
+    /// The minute the per-minute delivery counts were last pruned in (at most once a minute).
+    let prunedMinute = Atomic<Int64>(0)
+    /// The queues' loops in this process waiting to be woken by a change made beside them (a
+    /// resume, a dead letter put back): by queue, then by listener.
+    let localWakeUps = Mutex([String: [UUID: AsyncStream<Void>.Continuation]]())
     /// Group commits written again, each batch in a savepoint, because one of their batches was
     /// refused (for tests: the path a duplicate among concurrent adds takes).
     package let savepointRounds = Atomic<Int>(0)
@@ -255,6 +260,17 @@ public final class SQLiteOfflineStore: OfflineStore {
         },
         SQLiteSchema.Migration(identifier: "v2: paused queues") { db in
             try db.execute(sql: "CREATE TABLE pausedQueue (queue TEXT NOT NULL PRIMARY KEY, pausedAt REAL NOT NULL)")
+        },
+        SQLiteSchema.Migration(identifier: "v3: deliveries per minute") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE deliveryMinute (
+                        queue TEXT NOT NULL, minute INTEGER NOT NULL,
+                        delivered INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY (queue, minute)
+                    ) WITHOUT ROWID
+                    """
+            )
         },
     ])
 

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Drives the queue console in a real browser (Debian's chromium and chromium-driver, through
+Python's selenium), as QueueConsoleBrowserTests sets it up:
+
+    console-browser.py CONSOLE_URL GUARDED_URL TOKEN SCREENSHOT_DIR
+
+CONSOLE_URL: a loopback console without a token over a store whose queue `hooks` is paused with
+20 pending entries and whose queue `alerts` holds one dead letter with a `<script>` in a header
+field and its URL. GUARDED_URL: the same store behind a console with TOKEN. Prints one line per
+step passed; exits 1 at the first failure, saying which.
+"""
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+except ImportError as error:
+    print(f"console-browser: {error}: install with `python3 -m pip install selenium`", file=sys.stderr)
+    sys.exit(1)
+
+console, guarded, token, shots = sys.argv[1:5]
+os.makedirs(shots, exist_ok=True)
+
+
+def fail(message):
+    print(f"console-browser: FAILED: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def status_of(url, method="GET", headers=None, data=None):
+    request = urllib.request.Request(url, method=method, headers=headers or {}, data=data)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+# The guards, without a browser.
+if status_of(guarded + "/") != 401:
+    fail("a console with a token answered a request without it")
+if status_of(guarded + "/", headers={"Authorization": "Bearer " + token}) != 200:
+    fail("a console with a token refused its token")
+if status_of(guarded + "/", headers={"Authorization": "Bearer wrong-" + token}) != 401:
+    fail("a console with a token took a wrong one")
+if status_of(console + "/queues/hooks/pause", method="POST", data=b"x=1",
+             headers={"Content-Type": "application/x-www-form-urlencoded"}) != 403:
+    fail("a POST without the CSRF token was not refused")
+print("guards: 401 without the token, 403 without the CSRF token")
+
+binary = "/usr/bin/chromium"
+driver_path = "/usr/bin/chromedriver"
+options = webdriver.ChromeOptions()
+options.binary_location = binary
+for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
+                 "--disable-gpu", "--no-first-run", "--disable-extensions"]:
+    options.add_argument(argument)
+driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+wait = WebDriverWait(driver, 45, poll_frequency=0.2)
+try:
+    def cell(name):
+        return driver.find_element(By.CSS_SELECTOR, f'[data-count="{name}"]').text
+
+    driver.get(console + "/")
+    if cell("hooks pending") != "20":
+        fail(f"the overview shows {cell('hooks pending')} pending in hooks, not 20")
+    if cell("alerts dead") != "1":
+        fail("the overview does not show the dead letter of alerts")
+    driver.save_screenshot(os.path.join(shots, "console-overview-paused.png"))
+    print("overview: 20 pending in the paused queue hooks, 1 dead letter in alerts")
+
+    # Resume hooks: the worker delivers, and the count falls on the page without a reload.
+    row = driver.find_element(By.XPATH, "//tr[td/a[text()='hooks']]")
+    row.find_element(By.XPATH, ".//button[text()='Resume']").click()
+    wait.until(lambda d: "hooks resumed" in d.page_source)
+    marker = driver.execute_script("window.notReloaded = true; return window.notReloaded;")
+    try:
+        wait.until(lambda d: cell("hooks pending") == "0")
+    except Exception:
+        print(driver.current_url, driver.page_source[:3000])
+        live = cell("hooks pending")
+        stamp = driver.find_element(By.ID, "updated").text
+        logs = driver.get_log("browser") if hasattr(driver, "get_log") else []
+        driver.get(console + "/")
+        fail(f"pending in hooks stayed at {live} on the page ({stamp!r}; browser log {logs}); reloaded, it reads {cell('hooks pending')}")
+    if not driver.execute_script("return window.notReloaded === true;"):
+        fail("the page was reloaded: the count did not fall live")
+    wait.until(lambda d: cell("hooks delivered") == "20")
+    driver.save_screenshot(os.path.join(shots, "console-overview.png"))
+    print("live: pending in hooks fell to 0 as the worker delivered, without a reload; 20 delivered")
+
+    # The dead letter: its page shows the stored <script> as text.
+    driver.find_element(By.CSS_SELECTOR, '[data-count="alerts dead"]').click()
+    wait.until(lambda d: "alerts: dead letters" in d.page_source)
+    driver.find_element(By.CSS_SELECTOR, "#entries td.mono a").click()
+    wait.until(lambda d: d.find_elements(By.ID, "fields"))
+    fields = driver.find_element(By.ID, "fields").text
+    if "<script>document.title='pwned'</script>" not in fields:
+        fail(f"the stored <script> is not shown as text: {fields!r}")
+    if driver.title == "pwned" or driver.execute_script("return window.pwned === true;"):
+        fail("a stored <script> ran")
+    if token in driver.page_source:
+        fail("a token is shown")
+    driver.save_screenshot(os.path.join(shots, "console-dead-letter.png"))
+    print("dead letter: the stored <script> reads as text and did not run")
+
+    # Retry it: the worker delivers it, and the test server answers 200 this time.
+    entry_url = driver.current_url
+    driver.find_element(By.XPATH, "//button[text()='Retry']").click()
+    wait.until(lambda d: "Back to pending" in d.page_source)
+
+    def delivered(d):
+        d.get(entry_url)
+        return "No entry" in d.page_source
+    wait.until(delivered)
+    print("retry: the dead letter went back to pending and was delivered")
+finally:
+    driver.quit()
+print(json.dumps({"ok": True}))
