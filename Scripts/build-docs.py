@@ -30,6 +30,7 @@ PRODUCTS = {
     "BrickRequest": ["BrickRequestCore", "BrickCurl", "BrickNetlink"],
     "BrickTesting": [],
     "BrickHAR": [],
+    "BrickQueueConsole": [],
     "BrickOffline": ["BrickOfflineCore", "BrickOfflineSQLite"],
     "BrickOfflinePostgres": ["BrickOfflineCore"],
     "BrickOpenAPI": [],
