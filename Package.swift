@@ -238,6 +238,7 @@ let package = Package(
             dependencies: [
                 "BrickOfflineCore", "BrickRequest",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .executableTarget(

@@ -2,6 +2,8 @@ import BrickOfflineCore
 import BrickRequest
 import Foundation
 import Hummingbird
+import ServiceLifecycle
+import Synchronization
 
 extension QueueConsole {
     // MARK: - Responses
@@ -149,7 +151,21 @@ extension QueueConsole {
             status: .ok,
             headers: [.contentType: "text/event-stream", .cacheControl: "no-store"],
             body: ResponseBody { writer in
-                while !Task.isCancelled {
+                // Ends with the server's graceful shutdown (an open page must not hold a SIGTERM).
+                let stopping = StopFlag()
+                try? await withGracefulShutdownHandler {
+                    try await Self.writeCounts(of: store, to: &writer, until: stopping)
+                } onGracefulShutdown: {
+                    stopping.stop()
+                }
+                try await writer.finish(nil)
+            }
+        )
+    }
+
+    /// Writes each queue's counts every second until the client goes or the task is cancelled.
+    static func writeCounts(of store: any InspectableOfflineStore, to writer: inout any ResponseBodyWriter, until stopping: StopFlag) async throws {
+                while !Task.isCancelled && !stopping.isStopped {
                     let now = Date()
                     let summaries = try await QueueSummary.all(in: store, now: now)
                     let thisMinute = (now.timeIntervalSince1970 / 60).rounded(.down) * 60
@@ -167,9 +183,6 @@ extension QueueConsole {
                     try await writer.write(ByteBuffer(string: "event: counts\ndata: \(String(decoding: data, as: UTF8.self))\n\n"))
                     try await Task.sleep(for: .seconds(1))
                 }
-                try await writer.finish(nil)
-            }
-        )
     }
 
     // MARK: - A queue
@@ -319,4 +332,11 @@ extension QueueConsole {
         }
         return redirect("/", flash: "\(done) dead letter\(done == 1 ? "" : "s") of \(queue) \(retrying ? "back to pending" : "purged").")
     }
+}
+
+/// Set once, read by the live-update loop between its writes.
+final class StopFlag: Sendable {
+    private let stopped = Atomic(false)
+    var isStopped: Bool { stopped.load(ordering: .relaxed) }
+    func stop() { stopped.store(true, ordering: .relaxed) }
 }

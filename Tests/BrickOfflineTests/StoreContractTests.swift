@@ -59,6 +59,54 @@ struct StoreContractTests {
         }
     }
 
+    @Test("the operator's survey: counts in one query, keyset pages (pending in order, dead letters in death order), an entry by ID, attempts counted per minute once each and only under the lease", arguments: StoreKind.allCases)
+    func survey(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try #require(try await place.open("q") as? any InspectableOfflineStore)
+            let later = Date().addingTimeInterval(3600)
+            let ids = try await store.add(Self.drafts(7), dedupe: .reject)
+            _ = try await store.add(Self.drafts(2, notBefore: later), dedupe: .reject)
+            let leased = try await store.lease(queue: "q", limit: 4, now: Date(), for: .seconds(60))
+            #expect(leased.map(\.id) == Array(ids[0..<4]))
+            let tokens = leased.compactMap(\.lease?.token)
+            let failure = OfflineEntry.AttemptRecord(date: Date(), status: 503, error: nil)
+            #expect(try await store.complete(ids[0], lease: tokens[0]))
+            #expect(try await store.reschedule(ids[1], lease: tokens[1], notBefore: later, attempt: failure, countsAttempt: true))
+            #expect(try await store.bury(ids[2], lease: tokens[2], reason: "gone", attempt: failure, countsAttempt: true))
+            // Not counted: a stale token changes nothing; an attempt that does not count is not a failure.
+            #expect(try await store.complete(ids[1], lease: UUID()) == false)
+            try await store.setAside([ids[4]], reason: "by hand", now: Date())
+            try await store.setPaused(true, queue: "idle")
+
+            let counts = try await store.counts(at: Date())
+            #expect(counts.map(\.queue) == ["idle", "q"])
+            let q = try #require(counts.last)
+            // Pending: ids 1, 3, 5, 6 and the two for later; leased: id 3; due: 5 and 6.
+            #expect((q.pending, q.leased, q.due, q.dead) == (6, 1, 2, 2), "\(q)")
+            #expect(q.oldestPendingAt != nil && q.pausedSince == nil)
+            #expect(counts.first?.pausedSince != nil && counts.first?.pending == 0)
+
+            let first = try await store.page(queue: "q", dead: false, after: nil, limit: 3)
+            #expect(first.map(\.id) == [ids[1], ids[3], ids[5]])
+            let second = try await store.page(queue: "q", dead: false, after: first.last!.id, limit: 3)
+            #expect(second.count == 3 && second.first?.id == ids[6])
+            #expect(try await store.page(queue: "q", dead: false, after: second.last!.id, limit: 3).isEmpty)
+            let dead = try await store.page(queue: "q", dead: true, after: nil, limit: 10)
+            #expect(dead.map(\.id) == [ids[2], ids[4]])
+            #expect(try await store.page(queue: "q", dead: true, after: ids[2], limit: 10).map(\.id) == [ids[4]])
+            #expect(try await store.page(queue: "q", dead: true, after: ids[1], limit: 10).isEmpty, "a pending ID does not page the dead letters")
+
+            #expect(try await store.entry(ids[2])?.deadLetter?.reason == "gone")
+            #expect(try await store.entry(ids[0]) == nil)
+
+            let minutes = try await store.deliveries(since: Date().addingTimeInterval(-3600))
+            #expect(minutes.map(\.queue) == ["q"])
+            #expect(minutes.reduce(0) { $0 + $1.delivered } == 1)
+            #expect(minutes.reduce(0) { $0 + $1.failed } == 2)
+            #expect(try await store.deliveries(since: Date().addingTimeInterval(120)).isEmpty)
+        }
+    }
+
     @Test("complete, reschedule, bury and extend need the current token: a stale worker changes nothing", arguments: StoreKind.allCases)
     func fencing(kind: StoreKind) async throws {
         try await withStorePlace(kind) { place in

@@ -294,7 +294,7 @@ struct BrickQueueCommandTests {
         }
     }
 
-    @Test("serve: refuses a non-loopback address without --token-file (2); on loopback it prints its URL, serves the overview as 127.0.0.1 only (421 for another Host), and stops on SIGTERM (0)")
+    @Test("serve: refuses a non-loopback address without --token-file (2); on loopback it prints its URL, serves the overview as 127.0.0.1 only (421 for another Host), and stops on SIGTERM (0) with a live page open")
     func serve() async throws {
         try await Self.withFilledSQLiteStore { _, directory, path, _ in
             let exposed = try await Self.brickQueue(["--sqlite", path, "serve", "--host", "0.0.0.0"])
@@ -318,6 +318,13 @@ struct BrickQueueCommandTests {
             #expect(String(decoding: page.body ?? Data(), as: UTF8.self).contains("data-count=\"hooks pending\">2<"))
             let rebound = try await transport.send(TransportRequest(method: .get, url: base + "/", headers: [(name: "Host", value: "attacker.example:\(port!)")]))
             #expect(rebound.status.code == 421)
+            // A page left open (its live updates) does not hold the shutdown.
+            let events = directory.appendingPathComponent("events.log").path
+            let follower = try Subprocess.spawn("exec curl -sN '\(base)/events' > '\(events)'")
+            defer { kill(follower, SIGKILL); _ = Subprocess.wait(follower) }
+            await eventually(within: .seconds(30)) {
+                ((try? String(contentsOfFile: events, encoding: .utf8)) ?? "").contains("event: counts")
+            }
             kill(pid, SIGTERM)
             let status = await Task.detached { Subprocess.wait(pid) }.value
             #expect(status == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
