@@ -79,6 +79,11 @@ struct QueueConsoleBrowserTests {
                 let planted = "<script>document.title='pwned'</script>"
                 try await alerts.add(RecordSale(server.baseURL + "/flaky", amount: 1, headers: ["X-Note": planted]), options: .init(maxAttempts: 1))
                 await eventually(within: .seconds(30)) { ((try? await alerts.deadLetters()) ?? []).count == 1 }
+                // A URL may hold `<` and `>` in its path (only spaces, controls and non-ASCII are
+                // refused): a second dead letter, to a port nobody listens on, carries one.
+                let hostile = "http://127.0.0.1:\(closedPort())/<script>document.title='pwned2'</script>"
+                try await alerts.add(RecordSale(hostile, amount: 2), options: .init(maxAttempts: 1))
+                await eventually(within: .seconds(30)) { ((try? await alerts.deadLetters()) ?? []).count == 2 }
                 try await store.setPaused(true, queue: "hooks")
                 for number in 0..<20 { try await hooks.add(RecordSale(server.baseURL + "/deliver", amount: number)) }
                 // Paging: 10,000 entries in a paused queue.
@@ -114,12 +119,21 @@ struct QueueConsoleBrowserTests {
                 // The worker delivered what the browser resumed and retried.
                 #expect(server.requests(path: "/flaky").count == 2)
                 #expect(try await store.list(queue: "hooks").isEmpty)
-                #expect(try await store.deadLetters(queue: "alerts").isEmpty)
+                #expect(try await store.deadLetters(queue: "alerts").map { EntryURL.path(of: $0) } == ["/<script>document.title='pwned2'</script>"])
                 let minutes = try await store.deliveries(since: Date().addingTimeInterval(-3600))
                 #expect(minutes.filter { $0.queue == "hooks" }.reduce(0) { $0 + $1.delivered } == 20)
-                #expect(minutes.filter { $0.queue == "alerts" }.reduce(0) { $0 + $1.failed } == 1)
+                #expect(minutes.filter { $0.queue == "alerts" }.reduce(0) { $0 + $1.failed } == 2)
                 await bulk.close(gracePeriod: .zero)
             }
         }
+    }
+}
+
+/// The path of a queued request's URL, read back from the entry.
+enum EntryURL {
+    static func path(of entry: OfflineEntry) -> String? {
+        guard let stored = try? StoredRequest.decoded(entry.payload), let start = stored.url.range(of: "://") else { return nil }
+        let rest = stored.url[start.upperBound...]
+        return rest.firstIndex(of: "/").map { String(rest[$0...]) }
     }
 }

@@ -71,10 +71,10 @@ try:
     driver.get(console + "/")
     if cell("hooks pending") != "20":
         fail(f"the overview shows {cell('hooks pending')} pending in hooks, not 20")
-    if cell("alerts dead") != "1":
-        fail("the overview does not show the dead letter of alerts")
+    if cell("alerts dead") != "2":
+        fail("the overview does not show the two dead letters of alerts")
     driver.save_screenshot(os.path.join(shots, "console-overview-paused.png"))
-    print("overview: 20 pending in the paused queue hooks, 1 dead letter in alerts")
+    print("overview: 20 pending in the paused queue hooks, 2 dead letters in alerts")
 
     # Resume hooks: the worker delivers, and the count falls on the page without a reload.
     row = driver.find_element(By.XPATH, "//tr[td/a[text()='hooks']]")
@@ -99,6 +99,12 @@ try:
     # The dead letter: its page shows the stored <script> as text.
     driver.find_element(By.CSS_SELECTOR, '[data-count="alerts dead"]').click()
     wait.until(lambda d: "alerts: dead letters" in d.page_source)
+    listed = driver.find_element(By.ID, "entries").text
+    if "<script>document.title='pwned2'</script>" not in listed:
+        fail(f"the stored URL's <script> is not shown as text: {listed!r}")
+    if driver.title == "pwned2":
+        fail("a stored URL's <script> ran")
+    print("dead letters: a stored URL's <script> reads as text")
     driver.find_element(By.CSS_SELECTOR, "#entries td.mono a").click()
     wait.until(lambda d: d.find_elements(By.ID, "fields"))
     fields = driver.find_element(By.ID, "fields").text
