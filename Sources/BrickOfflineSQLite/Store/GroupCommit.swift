@@ -4,7 +4,8 @@ import Synchronization
 
 /// Batches concurrent writes into one transaction (group commit), the I/O shell around
 /// ``GroupCommit/StateMachine``: a caller that finds no commit running commits at once, on its own
-/// thread, its batch with every batch waiting; callers that find one running wait (suspended, not
+/// thread (or, when the commit must wait for a lock, suspended while the store's writer waits),
+/// its batch with every batch waiting; callers that find one running wait (suspended, not
 /// blocking a thread) and are resumed with their result once the transaction holding their batch
 /// committed. When a commit ends with batches waiting, the first of their callers becomes the next
 /// committer. Nothing hops to another thread on the way: an add costs what SQLite spends on it.
@@ -89,7 +90,7 @@ package final class GroupCommit: Sendable {
     /// batch, in order.
     func submit(
         _ batch: Batch,
-        commit: ([Batch]) -> [Result<[OfflineEntry.ID], OfflineStoreError>]
+        commit: ([Batch]) async -> [Result<[OfflineEntry.ID], OfflineStoreError>]
     ) async throws -> [OfflineEntry.ID] {
         let turn = await withCheckedContinuation { (continuation: CheckedContinuation<Turn, Never>) in
             switch state.withLock({ $0.arrive(Waiting(batch: batch, continuation: continuation)) }) {
@@ -101,7 +102,7 @@ package final class GroupCommit: Sendable {
         case .done(let result):
             return try result.get()
         case .commit:
-            return try commitRound(first: batch, commit)
+            return try await commitRound(first: batch, commit)
         }
     }
 
@@ -109,10 +110,10 @@ package final class GroupCommit: Sendable {
     /// hands the committer's role on.
     private func commitRound(
         first: Batch,
-        _ commit: ([Batch]) -> [Result<[OfflineEntry.ID], OfflineStoreError>]
-    ) throws -> [OfflineEntry.ID] {
+        _ commit: ([Batch]) async -> [Result<[OfflineEntry.ID], OfflineStoreError>]
+    ) async throws -> [OfflineEntry.ID] {
         let taken = state.withLock { $0.takeWaiting() }
-        let results = commit([first] + taken.map(\.batch))
+        let results = await commit([first] + taken.map(\.batch))
         for (waiting, result) in zip(taken, results.dropFirst()) {
             waiting.continuation.resume(returning: .done(result))
         }

@@ -11,28 +11,65 @@ extension SQLiteOfflineStore {
         for queue in Set(drafts.map(\.queue)) { try OfflineEntry.checkQueueName(queue) }
         return try await groupCommit.submit(GroupCommit.Batch(drafts: drafts, dedupe: dedupe)) { batches in
             // One transaction for every waiting batch, written on the committer's thread (a hop to
-            // GRDB's writer queue and back would cost more than the commit). A refusal (a duplicate)
-            // must refuse only its own batch: batches are first written together, and only when one
-            // is refused — rare — is the transaction rolled back and written again with each batch
-            // in a savepoint of its own (two statements per batch the common case does without).
+            // GRDB's writer queue and back would cost more than the commit) — but never waiting
+            // there for SQLite's write lock: another connection holding it (a `sqlite3` shell, a
+            // backup) would hold a cooperative thread for up to the busy timeout. Busy, the round
+            // goes to GRDB's writer queue, which waits (the busy timeout) while this task is
+            // suspended. A refusal (a duplicate) must refuse only its own batch: batches are first
+            // written together, and only when one is refused — rare — is the transaction rolled
+            // back and written again with each batch in a savepoint of its own (two statements per
+            // batch the common case does without), on the writer queue.
             do {
-                return try self.pool.write { db -> [BatchResult] in
-                    try batches.map { .success(try Self.insert($0, into: db)) }
+                return try Self.commitHere(batches, pool: self.pool)
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+                self.busyHandoffs.add(1, ordering: .relaxed)
+                do {
+                    return try await self.pool.write { db -> [BatchResult] in
+                        try batches.map { .success(try Self.insert($0, into: db)) }
+                    }
+                } catch is OfflineStoreError where batches.count > 1 {
+                    self.savepointRounds.add(1, ordering: .relaxed)
+                    return await Self.addEachInSavepoint(batches, pool: self.pool)
+                } catch {
+                    return Self.failingAll(batches, error)
                 }
             } catch is OfflineStoreError where batches.count > 1 {
                 self.savepointRounds.add(1, ordering: .relaxed)
-                return Self.addEachInSavepoint(batches, pool: self.pool)
+                return await Self.addEachInSavepoint(batches, pool: self.pool)
             } catch {
                 return Self.failingAll(batches, error)
             }
         }
     }
 
+    /// Writes `batches` in one transaction on this thread, failing with `SQLITE_BUSY` at once when
+    /// another connection holds the write lock (synchronous: GRDB's blocking write, not its async one).
+    private static func commitHere(_ batches: [GroupCommit.Batch], pool: DatabasePool) throws -> [BatchResult] {
+        try pool.writeWithoutTransaction { db -> [BatchResult] in
+            try withoutWaitingForLocks(db) {
+                var results: [BatchResult] = []
+                try db.inTransaction(.immediate) {
+                    results = try batches.map { .success(try insert($0, into: db)) }
+                    return .commit
+                }
+                return results
+            }
+        }
+    }
+
+    /// Runs `body` with SQLite's busy timeout at zero (a lock held elsewhere fails at once with
+    /// `SQLITE_BUSY`), then sets it back to the store's 5 s.
+    private static func withoutWaitingForLocks<T>(_ db: Database, _ body: () throws -> T) throws -> T {
+        try db.execute(sql: "PRAGMA busy_timeout = 0")
+        defer { try? db.execute(sql: "PRAGMA busy_timeout = \(busyTimeoutMilliseconds)") }
+        return try body()
+    }
+
     /// Writes `batches` in one transaction, each in a savepoint, so that a refused batch leaves the
-    /// others written.
-    private static func addEachInSavepoint(_ batches: [GroupCommit.Batch], pool: DatabasePool) -> [BatchResult] {
+    /// others written; on GRDB's writer queue (this task suspended while it waits for the lock).
+    private static func addEachInSavepoint(_ batches: [GroupCommit.Batch], pool: DatabasePool) async -> [BatchResult] {
         do {
-            return try pool.write { db -> [BatchResult] in
+            return try await pool.write { db -> [BatchResult] in
                 var results: [BatchResult] = []
                 for batch in batches {
                     var outcome: BatchResult = .success([])

@@ -15,7 +15,10 @@ import Synchronization
 ///   task whose `add` started it (the others wait suspended, then one of them commits the next
 ///   batch): no hop to a writer queue and back, so an add costs little more than SQLite's own
 ///   insert and sync. That thread is busy for the commit's sync (tens of microseconds on an SSD,
-///   milliseconds on slow flash), as with any synchronous write.
+///   milliseconds on slow flash), as with any synchronous write — but never waits there for
+///   SQLite's write lock: when another connection holds it (a `sqlite3` shell, a backup), the
+///   round goes to GRDB's writer queue, which waits up to 5 s while the adding tasks are
+///   suspended, and the cooperative threads stay free.
 /// - **One process.** The store takes an exclusive lock on `NAME.sqlite.lock`: a second process
 ///   opening it gets ``OfflineStoreError/Kind/io``. Leases left by a process that died are
 ///   released when the store opens, so what was in flight is due again at once.
@@ -53,6 +56,11 @@ public final class SQLiteOfflineStore: OfflineStore {
     /// Group commits written again, each batch in a savepoint, because one of their batches was
     /// refused (for tests: the path a duplicate among concurrent adds takes).
     package let savepointRounds = Atomic<Int>(0)
+    /// Group-commit rounds that found SQLite's write lock held elsewhere and went to the writer
+    /// queue to wait (for tests and diagnostics).
+    package let busyHandoffs = Atomic<Int>(0)
+    /// How long a write waits for SQLite's lock held by another connection.
+    static let busyTimeoutMilliseconds = 5000
 
     let pool: DatabasePool
     package let groupCommit = GroupCommit()
@@ -186,7 +194,7 @@ public final class SQLiteOfflineStore: OfflineStore {
         SQLiteFiles.createPrivate(path)
         var configuration = Configuration()
         configuration.label = "BrickOffline"
-        configuration.busyMode = .timeout(5)
+        configuration.busyMode = .timeout(Double(busyTimeoutMilliseconds) / 1000)
         let mode = synchronous == .full ? "FULL" : "NORMAL"
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(mode)")
