@@ -3,6 +3,7 @@ import BrickOfflineCore
 import BrickRequest
 import Foundation
 import GRDB
+import GRDBSQLite
 import Synchronization
 
 /// The entries: what ``OfflineStore`` asks of the embedded store, one SQLite transaction each.
@@ -60,8 +61,10 @@ extension SQLiteOfflineStore {
     /// Runs `body` with SQLite's busy timeout at zero (a lock held elsewhere fails at once with
     /// `SQLITE_BUSY`), then sets it back to the store's 5 s.
     private static func withoutWaitingForLocks<T>(_ db: Database, _ body: () throws -> T) throws -> T {
-        try db.execute(sql: "PRAGMA busy_timeout = 0")
-        defer { try? db.execute(sql: "PRAGMA busy_timeout = \(busyTimeoutMilliseconds)") }
+        // The C call, not a PRAGMA statement: nothing to parse on every commit. (The busy timeout
+        // GRDB's `busyMode` sets is the same setting.)
+        sqlite3_busy_timeout(db.sqliteConnection, 0)
+        defer { sqlite3_busy_timeout(db.sqliteConnection, Int32(busyTimeoutMilliseconds)) }
         return try body()
     }
 
