@@ -18,7 +18,8 @@ import Synchronization
 /// ```
 ///
 /// Safe by default: with a `token`, every request must carry it (`Authorization: Bearer TOKEN`,
-/// or the HttpOnly, SameSite=Strict session cookie the login form sets) or is answered `401`;
+/// or the HttpOnly, SameSite=Strict session cookie the login form sets, good for 12 hours) or is
+/// answered `401`;
 /// without one, only requests whose `Host` is in `allowedHosts` are served (a loopback console
 /// then refuses a page a DNS-rebinding attacker points at it). Every change is a `POST` carrying
 /// the console's CSRF token (a `POST` without it is answered `403`); every stored string is
@@ -143,13 +144,29 @@ public struct QueueConsole: Sendable {
         }
     }
 
-    /// The console's login sessions (random IDs, in memory: a restart logs everyone out).
+    /// The console's login sessions: random IDs, in memory (a restart logs everyone out), each
+    /// good for ``lifetime`` after the login.
     final class Sessions: Sendable {
-        private let ids = Mutex(Set<String>())
-        func contains(_ id: String) -> Bool { ids.withLock { $0.contains(id) } }
+        static let lifetime: TimeInterval = 12 * 3600
+        private let expiries = Mutex([String: Date]())
+
+        func contains(_ id: String) -> Bool {
+            let now = Date()
+            return expiries.withLock { expiries in
+                guard let expiry = expiries[id] else { return false }
+                if expiry > now { return true }
+                expiries[id] = nil
+                return false
+            }
+        }
+
         func make() -> String {
             let id = QueueConsole.randomHex(32)
-            ids.withLock { _ = $0.insert(id) }
+            let now = Date()
+            expiries.withLock { expiries in
+                expiries = expiries.filter { $0.value > now }  // forgets the expired
+                expiries[id] = now.addingTimeInterval(Self.lifetime)
+            }
             return id
         }
     }
@@ -183,7 +200,7 @@ public struct QueueConsole: Sendable {
             status: .seeOther,
             headers: [
                 .location: basePath + "/",
-                .setCookie: "brick_console=\(sessions.make()); Path=\(path); HttpOnly; SameSite=Strict",
+                .setCookie: "brick_console=\(sessions.make()); Path=\(path); Max-Age=\(Int(Sessions.lifetime)); HttpOnly; SameSite=Strict",
             ]
         )
     }

@@ -14,6 +14,7 @@ import os
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 try:
@@ -53,7 +54,43 @@ if status_of(guarded + "/", headers={"Authorization": "Bearer wrong-" + token}) 
 if status_of(console + "/queues/hooks/pause", method="POST", data=b"x=1",
              headers={"Content-Type": "application/x-www-form-urlencoded"}) != 403:
     fail("a POST without the CSRF token was not refused")
-print("guards: 401 without the token, 403 without the CSRF token")
+
+# The login form: its CSRF token from the page, a wrong token refused, the right one a cookie.
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+opener = urllib.request.build_opener(NoRedirect)
+with urllib.request.urlopen(guarded + "/login", timeout=10) as response:
+    page = response.read().decode()
+csrf = page.split('name="csrf" value="')[1].split('"')[0]
+
+
+def log_in(given):
+    body = urllib.parse.urlencode({"csrf": csrf, "token": given}).encode()
+    request = urllib.request.Request(guarded + "/login", data=body, method="POST",
+                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+    try:
+        response = opener.open(request, timeout=10)
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers
+    return response.status, response.headers
+
+
+status, _ = log_in("wrong-" + token)
+if status != 401:
+    fail(f"a wrong token at the login form got {status}")
+status, headers = log_in(token)
+cookie = headers.get("Set-Cookie", "")
+if status != 303 or "HttpOnly" not in cookie or "SameSite=Strict" not in cookie or token in cookie:
+    fail(f"logging in gave {status} and the cookie {cookie!r}")
+session = cookie.split(";")[0]
+if status_of(guarded + "/", headers={"Cookie": session}) != 200:
+    fail("the session cookie does not open the console")
+if status_of(guarded + "/", headers={"Cookie": "brick_console=forged"}) != 401:
+    fail("a forged session cookie opened the console")
+print("guards: 401 without the token, 403 without the CSRF token; the login form sets an HttpOnly, SameSite=Strict session cookie")
 
 binary = "/usr/bin/chromium"
 driver_path = "/usr/bin/chromedriver"
