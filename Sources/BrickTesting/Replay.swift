@@ -17,8 +17,11 @@ public enum ReplayMode: String, Sendable, Hashable, CaseIterable {
     case newEpisodes
 
     /// ``record`` when the environment's `BRICK_RECORD` is `1` (re-record everything), else `self`.
-    public var effective: ReplayMode {
-        ProcessInfo.processInfo.environment["BRICK_RECORD"] == "1" ? .record : self
+    public var effective: ReplayMode { effective(in: ProcessInfo.processInfo.environment) }
+
+    /// ``record`` when `environment["BRICK_RECORD"]` is `1`, else `self`.
+    package func effective(in environment: [String: String]) -> ReplayMode {
+        environment["BRICK_RECORD"] == "1" ? .record : self
     }
 }
 

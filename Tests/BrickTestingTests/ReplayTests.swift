@@ -213,6 +213,15 @@ struct ReplayTests {
         #expect(message.contains(#"query "id=2", recorded "id=1""#), "\(message)")
     }
 
+    @Test("BRICK_RECORD=1 turns every mode into .record; anything else leaves the mode as written")
+    func recordFromTheEnvironment() {
+        for mode in ReplayMode.allCases {
+            #expect(mode.effective(in: ["BRICK_RECORD": "1"]) == .record)
+            #expect(mode.effective(in: ["BRICK_RECORD": "0"]) == mode)
+            #expect(mode.effective(in: [:]) == mode)
+        }
+    }
+
     @Test("a replay without its file fails at once, saying how to record it")
     func missingFile() async throws {
         let error = await #expect(throws: HARError.self) {
