@@ -41,6 +41,7 @@ let package = Package(
         // Only the brick-queue tool builds this.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.0"),
     ],
     targets: [
         .systemLibrary(
@@ -276,6 +277,7 @@ let package = Package(
             dependencies: [
                 "BrickRequest", "BrickTesting", "BrickTestServer", "BrickTestSupport", "CCurl",
                 .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
         // For the offline tests: adds or drains a queue in a process of its own, to be killed.
@@ -317,6 +319,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
         // The PostgreSQL store: a fleet, its fenced leases, the outbox, the fixture's cleanup.
