@@ -11,21 +11,21 @@ import Testing
 /// add: the group commit must not wait for the lock on a cooperative thread.
 @Suite("Group commit beside a foreign writer", .timeLimit(.minutes(2)))
 struct GroupCommitForeignLockTests {
-    /// `BEGIN IMMEDIATE` on a connection of its own, held on a thread of its own until released.
+    /// `BEGIN IMMEDIATE` on a connection of its own, held on a thread of its own until `letGo`
+    /// says so (polled there every millisecond: the release never waits for a cooperative thread).
     final class ForeignLock: Sendable {
-        private let release = DispatchSemaphore(value: 0)
         private let finished = DispatchSemaphore(value: 0)
 
-        init(path: String) throws {
+        init(path: String, letGo: @escaping @Sendable () -> Bool) throws {
             let queue = try DatabaseQueue(path: path)
             let taken = DispatchSemaphore(value: 0)
             let failure = Mutex<(any Error)?>(nil)
-            Thread.detachNewThread { [release, finished] in
+            Thread.detachNewThread { [finished] in
                 do {
                     try queue.inDatabase { db in
                         try db.execute(sql: "BEGIN IMMEDIATE")
                         taken.signal()
-                        release.wait()
+                        while !letGo() { usleep(1000) }
                         try db.execute(sql: "COMMIT")
                     }
                 } catch {
@@ -38,8 +38,7 @@ struct GroupCommitForeignLockTests {
             if let error = failure.withLock({ $0 }) { throw error }
         }
 
-        func letGo() {
-            release.signal()
+        func waitUntilReleased() {
             finished.wait()
         }
     }
@@ -49,12 +48,27 @@ struct GroupCommitForeignLockTests {
         let width = max(2, ProcessInfo.processInfo.activeProcessorCount)
         try await withDirectory { directory in
             var stores: [SQLiteOfflineStore] = []
-            var locks: [ForeignLock] = []
             for index in 0..<width {
                 stores.append(try await SQLiteOfflineStore.open(name: "s\(index)", directory: directory))
-                locks.append(try ForeignLock(path: directory.appendingPathComponent("s\(index).sqlite").path))
             }
             let all = stores
+            // Released once a task ran on the cooperative pool after every store handed its round
+            // to its writer queue — or 4 s after the locks were taken (within the writers' 5 s busy
+            // timeout), the task not having run: a failure below. Committers waiting in SQLite's
+            // busy handler on cooperative threads would hold all of them for 5 s.
+            let probeRan = Atomic<Bool>(false)
+            let timedOut = Atomic<Bool>(false)
+            let taken = ContinuousClock.now
+            let letGo: @Sendable () -> Bool = {
+                if probeRan.load(ordering: .relaxed) { return true }
+                guard ContinuousClock.now - taken > .seconds(4) else { return false }
+                timedOut.store(true, ordering: .relaxed)
+                return true
+            }
+            var locks: [ForeignLock] = []
+            for index in 0..<width {
+                locks.append(try ForeignLock(path: directory.appendingPathComponent("s\(index).sqlite").path, letGo: letGo))
+            }
             let adds = Task {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for store in all {
@@ -68,16 +82,20 @@ struct GroupCommitForeignLockTests {
                     try await group.waitForAll()
                 }
             }
-            // Every store's committer found the lock held and handed its round to the writer queue.
-            await eventually(within: .seconds(4)) { all.allSatisfy { $0.busyHandoffs.load(ordering: .relaxed) >= 1 } }
-            #expect(all.allSatisfy { $0.busyHandoffs.load(ordering: .relaxed) >= 1 })
-            // The cooperative pool is free while every lock is still held: a task runs. (Committers
-            // waiting in SQLite's busy handler on cooperative threads would hold all of them here,
-            // and the adds would fail with "database is locked" after 5 s.)
-            let ran = await Task.detached { true }.value
-            #expect(ran)
-            for lock in locks { lock.letGo() }
+            // The task on the cooperative pool, once every committer waits on its writer queue.
+            await Task.detached {
+                while !all.allSatisfy({ $0.busyHandoffs.load(ordering: .relaxed) >= 1 }) {
+                    // The locks let go without it (a failure), or the test's time is up.
+                    if timedOut.load(ordering: .relaxed) || Task.isCancelled { return }
+                    try? await Task.sleep(for: .milliseconds(1))
+                }
+                probeRan.store(true, ordering: .relaxed)
+            }.value
+            for lock in locks { lock.waitUntilReleased() }
             try await adds.value
+            let gaveUp = timedOut.load(ordering: .relaxed)
+            #expect(!gaveUp, "no task ran on the cooperative pool while the locks were held")
+            #expect(all.allSatisfy { $0.busyHandoffs.load(ordering: .relaxed) >= 1 })
             for store in all { #expect(try await store.count(queue: "q") == 16) }
         }
     }
