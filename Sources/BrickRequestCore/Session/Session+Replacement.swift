@@ -12,8 +12,9 @@ extension Session {
     /// Replacements in force in the current task: a session's identity → its replacement.
     @TaskLocal private static var replacements: [ObjectIdentifier: Replacement] = [:]
 
-    /// How many `withReplacement` and `withEverySessionTransport` scopes are open in the process: while none is, requests skip
-    /// reading the task-local table (the common case costs one relaxed atomic load).
+    /// How many `withReplacement` and `withEverySessionTransport` scopes are open in the process:
+    /// while none is, requests skip reading the task-locals (the common case costs one relaxed
+    /// atomic load).
     private static let openReplacementScopes = Atomic<Int>(0)
 
     /// Runs `operation` with every request whose ``RequestType/session`` is this session running on
