@@ -389,7 +389,8 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BrickRequest", "BrickTestServer", "BrickTestSupport"]
+            dependencies: ["BrickRequest", "BrickTestServer", "BrickTestSupport"],
+            exclude: ["HTTP2"]
         ),
     ]
 )

@@ -91,6 +91,15 @@ package enum CurlErrorMapping {
                 requestBytesSent: false
             )
         }
+        if code == CURLE_HTTP2_STREAM {
+            let (kind, processed) = http2StreamReset(message: message)
+            return TransportError(
+                kind,
+                message: message,
+                curlCode: Int(code.rawValue),
+                requestBytesSent: sent && processed
+            )
+        }
         if let violation = protocolViolation(code: code, message: message, transfer: transfer, osErrno: osErrno) {
             return TransportError(
                 .invalidResponse,
@@ -124,6 +133,12 @@ package enum CurlErrorMapping {
             if message.contains("Too large response headers") {
                 return "the server sent a response header block larger than libcurl accepts (\(message))"
             }
+            if message.contains("nghttp2_session_mem_recv() returned -9") {
+                // nghttp2 refused what the server sent: libcurl's limit on an HTTP/2 header list
+                // (-902, its callback failed: 128 KiB), a CONTINUATION flood (-905), a flood of
+                // frames that each need an answer (-904), a frame that breaks the protocol.
+                return "the server broke HTTP/2 (\(message))"
+            }
             return nil
         case CURLE_OUT_OF_MEMORY where transfer.header.state != .complete && transfer.easy?.sentRequestBytes == true:
             // libcurl refuses a header line longer than CURL_MAX_HTTP_HEADER (100 KiB) this way.
@@ -131,6 +146,30 @@ package enum CurlErrorMapping {
         default:
             return nil
         }
+    }
+
+    /// What a stream reset (`CURLE_HTTP2_STREAM`) was, by the RFC 9113 error code libcurl names in
+    /// its message ("HTTP/2 stream 1 was not closed cleanly: INTERNAL_ERROR (err 2)"): whether to
+    /// treat it as a lost exchange or as a server breaking the protocol, and whether the server may
+    /// have processed the request.
+    ///
+    /// | code | kind | processed |
+    /// |---|---|---|
+    /// | `REFUSED_STREAM` | connectionReset | no: the server promises it did nothing (RFC 9113 §8.7), so any method may go again |
+    /// | `NO_ERROR`, `INTERNAL_ERROR`, `CANCEL`, `STREAM_CLOSED`, `CONNECT_ERROR`, `ENHANCE_YOUR_CALM`, an unnamed code | connectionReset | maybe |
+    /// | `PROTOCOL_ERROR`, `FLOW_CONTROL_ERROR`, `FRAME_SIZE_ERROR`, `COMPRESSION_ERROR`, `SETTINGS_TIMEOUT`, `INADEQUATE_SECURITY`, `HTTP_1_1_REQUIRED` | invalidResponse | maybe |
+    ///
+    /// - Parameter message: libcurl's message for the failure.
+    /// - Returns: The kind, and whether the request may have been processed.
+    package static func http2StreamReset(message: String) -> (kind: TransportError.Kind, processed: Bool) {
+        if message.contains("REFUSED_STREAM") { return (.connectionReset, false) }
+        for code in [
+            "PROTOCOL_ERROR", "FLOW_CONTROL_ERROR", "FRAME_SIZE_ERROR", "COMPRESSION_ERROR", "SETTINGS_TIMEOUT",
+            "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED",
+        ] where message.contains(code) {
+            return (.invalidResponse, true)
+        }
+        return (.connectionReset, true)
     }
 
     /// The kind of a libcurl result: the table, by name.
@@ -154,8 +193,14 @@ package enum CurlErrorMapping {
             return .tls  // handshake, certificate, pin
         case CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_SEND_ERROR, CURLE_RECV_ERROR:
             return .connectionReset  // the connection was lost mid-exchange
-        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_WEIRD_SERVER_REPLY, CURLE_HTTP2, CURLE_BAD_CONTENT_ENCODING,
-            CURLE_HTTP2_STREAM:
+        case CURLE_HTTP2:
+            // libcurl 7.88 ends this way a stream its connection's GOAWAY left unprocessed (last
+            // stream id below it) when it does not retry it itself; the framing layer failing
+            // otherwise is a lost connection too. Retried when safe, like a reset.
+            return .connectionReset
+        case CURLE_HTTP2_STREAM:
+            return http2StreamReset(message: "").kind  // by the reset's code: see `http2StreamReset`
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING:
             return .invalidResponse  // the server broke the protocol
         case CURLE_FILESIZE_EXCEEDED:
             return .bodyTooLarge  // Content-Length above the limit

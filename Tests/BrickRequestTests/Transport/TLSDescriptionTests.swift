@@ -47,3 +47,28 @@ struct TimeoutDescriptionTests {
         #expect(described == row.prefix.map { $0 + row.message })
     }
 }
+
+@Suite("HTTP/2 stream resets classified by their RFC 9113 code (table)", .timeLimit(.minutes(1)))
+struct HTTP2StreamResetTests {
+    static let rows: [(message: String, kind: TransportError.Kind, processed: Bool)] = [
+        ("HTTP/2 stream 3 was not closed cleanly: REFUSED_STREAM (err 7)", .connectionReset, false),
+        ("HTTP/2 stream 1 was not closed cleanly: INTERNAL_ERROR (err 2)", .connectionReset, true),
+        ("HTTP/2 stream 1 was not closed cleanly: CANCEL (err 8)", .connectionReset, true),
+        ("HTTP/2 stream 1 was not closed cleanly: ENHANCE_YOUR_CALM (err 11)", .connectionReset, true),
+        ("HTTP/2 stream 1 was not closed cleanly: NO_ERROR (err 0)", .connectionReset, true),
+        ("HTTP/2 stream 5 was not closed cleanly: PROTOCOL_ERROR (err 1)", .invalidResponse, true),
+        ("HTTP/2 stream 5 was not closed cleanly: FLOW_CONTROL_ERROR (err 3)", .invalidResponse, true),
+        ("HTTP/2 stream 5 was not closed cleanly: COMPRESSION_ERROR (err 9)", .invalidResponse, true),
+        ("HTTP/2 stream 5 was not closed cleanly: HTTP_1_1_REQUIRED (err 13)", .invalidResponse, true),
+        ("HTTP/2 stream 5 was not closed cleanly: unknown (err 99)", .connectionReset, true),
+        ("", .connectionReset, true),
+    ]
+
+    @Test("every row", arguments: rows.indices)
+    func row(_ index: Int) {
+        let row = Self.rows[index]
+        let (kind, processed) = CurlErrorMapping.http2StreamReset(message: row.message)
+        #expect(kind == row.kind, "\(row.message)")
+        #expect(processed == row.processed, "\(row.message)")
+    }
+}

@@ -9,6 +9,9 @@
 // With `cached-endless`: a cached GET (body to memory) of a 160 MiB body, over the endpoint's
 // 128 MiB response limit; prints `error=CODE limit=BYTES before=RSS peak=HWM` (the kernel's
 // high-water mark of the resident set).
+// With `h2-flood URL CAFILE`: a GET over HTTP/2 of a hostile server's flood (PING or CONTINUATION
+// frames without end), through CurlTransport with no retry; prints `error=KIND before=RSS peak=HWM`
+// and the error's message on a line of its own.
 import BrickRequest
 import BrickTestServer
 import Foundation
@@ -53,6 +56,25 @@ if CommandLine.arguments.dropFirst().first == "cached-endless" {
     let code = response.error.map { "\($0.code)" } ?? "none"
     print("error=\(code) limit=\(download.maxResponseSize ?? 0) before=\(before) peak=\(peakResidentBytes())")
     server.shutdown()
+    exit(0)
+}
+
+if CommandLine.arguments.dropFirst().first == "h2-flood", CommandLine.arguments.count == 4 {
+    var configuration = CurlTransport.Configuration()
+    configuration.tls.caFile = CommandLine.arguments[3]
+    configuration.idleTimeout = .seconds(10)
+    let transport = CurlTransport(configuration: configuration)
+    let before = residentBytes()
+    let kind: String
+    var message = ""
+    do {
+        let response = try await transport.send(try TransportRequest(method: .get, url: CommandLine.arguments[2]))
+        kind = "none(status \(response.status.code))"
+    } catch {
+        kind = "\(error.kind)"
+        message = error.message
+    }
+    print("error=\(kind) before=\(before) peak=\(peakResidentBytes())\n# \(message)")
     exit(0)
 }
 
