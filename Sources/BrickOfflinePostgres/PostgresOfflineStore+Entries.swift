@@ -170,8 +170,17 @@ extension PostgresOfflineStore {
 
     public func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool {
         // The length asked for, measured from the database's clock.
-        let seconds = max(0, expiry.timeIntervalSinceNow)
-        return try await run("extend a lease") { [self] in
+        try await extend(id, lease: lease, seconds: max(0, expiry.timeIntervalSinceNow))
+    }
+
+    /// Extends the lease `duration` past the database's clock: `now` (the caller's clock) is not
+    /// read, so a step of this machine's wall clock changes nothing.
+    public func extend(_ id: OfflineEntry.ID, lease: UUID, for duration: Duration, now: Date) async throws -> Bool {
+        try await extend(id, lease: lease, seconds: max(0, duration.seconds))
+    }
+
+    private func extend(_ id: OfflineEntry.ID, lease: UUID, seconds: Double) async throws -> Bool {
+        try await run("extend a lease") { [self] in
             try await changed(
                 client.query(
                     """

@@ -30,19 +30,39 @@ struct CrashTests {
             let ended = DispatchSemaphore(value: 0)
         }
 
-        init(_ arguments: [String], environment: [String: String] = [:]) throws {
+        /// The write end of the probe's standard input, when it reads commands; -1 otherwise.
+        private let input: Int32
+
+        /// - Parameters:
+        ///   - arguments: The probe's arguments.
+        ///   - environment: Variables set for it.
+        ///   - takesInput: Whether the probe reads commands (``send(_:)``) on its standard input.
+        init(_ arguments: [String], environment: [String: String] = [:], takesInput: Bool = false) throws {
             var descriptors: [Int32] = [0, 0]
             guard pipe(&descriptors) == 0 else { throw Subprocess.Failure(description: "pipe failed") }
+            var inputs: [Int32] = [-1, -1]
+            if takesInput, pipe(&inputs) != 0 {
+                close(descriptors[0])
+                close(descriptors[1])
+                throw Subprocess.Failure(description: "pipe failed")
+            }
             let assignments = environment.sorted { $0.key < $1.key }.map { "\($0.key)='\($0.value)' " }.joined()
             let command = ([CrashTests.probePath] + arguments).map { "'\($0)'" }.joined(separator: " ")
             do {
-                pid = try Subprocess.spawn("\(assignments.isEmpty ? "" : "export \(assignments); ")exec \(command) 2>/dev/null", stdout: descriptors[1])
+                pid = try Subprocess.spawn(
+                    "\(assignments.isEmpty ? "" : "export \(assignments); ")exec \(command) 2>/dev/null",
+                    stdout: descriptors[1],
+                    stdin: takesInput ? inputs[0] : nil
+                )
             } catch {
                 close(descriptors[0])
                 close(descriptors[1])
+                if takesInput { close(inputs[0]); close(inputs[1]) }
                 throw error
             }
             close(descriptors[1])
+            if takesInput { close(inputs[0]) }
+            input = inputs[1]
             let readEnd = descriptors[0]
             let received = self.received
             Thread.detachNewThread {
@@ -57,6 +77,25 @@ struct CrashTests {
                 close(readEnd)
                 received.ended.signal()
             }
+        }
+
+        deinit {
+            if input >= 0 { close(input) }
+        }
+
+        /// Writes a command line to the probe's standard input.
+        func send(_ line: String) {
+            let bytes = Array((line + "\n").utf8)
+            _ = bytes.withUnsafeBytes { write(input, $0.baseAddress, $0.count) }
+        }
+
+        /// Waits until the probe wrote a line that satisfies `matches` (30 s at most: an issue
+        /// then) and returns it.
+        @discardableResult
+        func line(sourceLocation: SourceLocation = #_sourceLocation, where matches: @escaping (String) -> Bool) async -> String? {
+            let found = await poll(within: .seconds(30)) { self.lines().first(where: matches) }
+            if found == nil { Issue.record("the probe never wrote the line; it wrote \(lines())", sourceLocation: sourceLocation) }
+            return found
         }
 
         /// Kills the probe with SIGKILL and returns every complete line it wrote.
@@ -78,7 +117,8 @@ struct CrashTests {
             return lines()
         }
 
-        private func lines() -> [String] {
+        /// Every complete line the probe wrote so far.
+        func lines() -> [String] {
             received.lock.lock()
             let text = String(decoding: received.data, as: UTF8.self)
             received.lock.unlock()

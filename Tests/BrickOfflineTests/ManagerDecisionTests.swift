@@ -107,6 +107,7 @@ final class FailingStore: OfflineStore {
     func replacePending(queue: String, ids: [OfflineEntry.ID], with drafts: [OfflineEntry.Draft]) async throws -> Bool { try await inner.replacePending(queue: queue, ids: ids, with: drafts) }
     func setAside(_ ids: [OfflineEntry.ID], reason: String, now: Date) async throws { try await inner.setAside(ids, reason: reason, now: now) }
     func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool { try await inner.extend(id, lease: lease, until: expiry) }
+    func extend(_ id: OfflineEntry.ID, lease: UUID, for duration: Duration, now: Date) async throws -> Bool { try await inner.extend(id, lease: lease, for: duration, now: now) }
     func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool {
         if failsComplete.withLock({ $0 }) { throw Refused() }
         return try await inner.complete(id, lease: lease)

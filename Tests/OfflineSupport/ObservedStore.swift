@@ -8,10 +8,19 @@ package final class ObservedStore: OfflineStore {
     /// Yields the queue's name each time ``isPaused(queue:)`` answers `true`.
     package let pausedReads: AsyncStream<String>
     private let reported: AsyncStream<String>.Continuation
+    /// Yields the expiry each lease extension asks for.
+    package let extensions: AsyncStream<Date>
+    private let extended: AsyncStream<Date>.Continuation
+    private let leaseLength: Duration?
 
-    package init(_ inner: any OfflineStore) {
+    /// - Parameters:
+    ///   - inner: The store everything goes to.
+    ///   - leaseDuration: The lease length the store announces; `nil` for the inner store's.
+    package init(_ inner: any OfflineStore, leaseDuration: Duration? = nil) {
         self.inner = inner
+        self.leaseLength = leaseDuration
         (pausedReads, reported) = AsyncStream.makeStream(of: String.self)
+        (extensions, extended) = AsyncStream.makeStream(of: Date.self)
     }
 
     package func isPaused(queue: String) async throws -> Bool {
@@ -36,7 +45,13 @@ package final class ObservedStore: OfflineStore {
         try await inner.setAside(ids, reason: reason, now: now)
     }
     package func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool {
-        try await inner.extend(id, lease: lease, until: expiry)
+        extended.yield(expiry)
+        return try await inner.extend(id, lease: lease, until: expiry)
+    }
+    package func extend(_ id: OfflineEntry.ID, lease: UUID, for duration: Duration, now: Date) async throws -> Bool {
+        let (seconds, attoseconds) = duration.components
+        extended.yield(now.addingTimeInterval(Double(seconds) + Double(attoseconds) * 1e-18))
+        return try await inner.extend(id, lease: lease, for: duration, now: now)
     }
     package func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool {
         try await inner.complete(id, lease: lease)
@@ -61,7 +76,7 @@ package final class ObservedStore: OfflineStore {
     package func retryDeadLetter(_ id: OfflineEntry.ID, now: Date) async throws { try await inner.retryDeadLetter(id, now: now) }
     package func remove(_ id: OfflineEntry.ID) async throws { try await inner.remove(id) }
     package func removeAll(queue: String) async throws { try await inner.removeAll(queue: queue) }
-    package var leaseDuration: Duration { inner.leaseDuration }
+    package var leaseDuration: Duration { leaseLength ?? inner.leaseDuration }
     package var pollInterval: Duration? { inner.pollInterval }
     package func wakeUps(queue: String) -> AsyncStream<Void>? { inner.wakeUps(queue: queue) }
 }

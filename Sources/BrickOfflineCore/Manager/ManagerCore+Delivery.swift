@@ -85,6 +85,7 @@ extension ManagerCore {
             token: { [weak self] in self?.loop.lease(of: id) },
             store: store,
             duration: leaseDuration,
+            now: { [time] in time.now() },
             report: { [weak self] (failure: String) in self?.report(failure) }
         )
         let outcome = await attempt(request, context: context, id: id)

@@ -29,6 +29,7 @@ extension QueueCore {
             token: { [weak self] in self?.loop.lease(of: entry.id) },
             store: store,
             duration: leaseDuration,
+            now: { [time] in time.now() },
             report: { [weak self] (description: String) in self?.report(storeFailure: description) }
         )
         let (outcome, response) = await send(stored, idempotencyKey: entry.idempotencyKey, attemptsBefore: entry.attempts)

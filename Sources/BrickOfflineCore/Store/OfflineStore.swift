@@ -37,6 +37,12 @@ public protocol OfflineStore: Sendable {
     func setAside(_ ids: [OfflineEntry.ID], reason: String, now: Date) async throws
     /// Extends a lease that is still held; returns `false` when it was lost.
     func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool
+    /// Extends a lease that is still held to `duration` after `now`, a date on the caller's clock
+    /// (the one it leases by: a queue's start date plus monotonic time, which a step of the wall
+    /// clock does not move); returns `false` when the lease was lost. A store that judges leases by
+    /// a clock of its own (PostgreSQL: the database's) takes only the length. Default:
+    /// ``extend(_:lease:until:)`` at `now + duration`. What queues and managers call.
+    func extend(_ id: OfflineEntry.ID, lease: UUID, for duration: Duration, now: Date) async throws -> Bool
     /// Removes a delivered entry; returns `false` when the lease was lost (another worker has it).
     @discardableResult
     func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool
@@ -106,6 +112,11 @@ extension OfflineStore {
     /// Leases up to `limit` due entries of `queue`, with no cap on how many are leased at once.
     public func lease(queue: String, limit: Int, now: Date, for duration: Duration) async throws -> [OfflineEntry] {
         try await lease(queue: queue, limit: limit, cap: .max, now: now, for: duration)
+    }
+
+    /// ``extend(_:lease:until:)`` at `now + duration`: leases dated on the caller's clock.
+    public func extend(_ id: OfflineEntry.ID, lease: UUID, for duration: Duration, now: Date) async throws -> Bool {
+        try await extend(id, lease: lease, until: now.addingTimeInterval(duration.seconds))
     }
 
     /// 300 s: a store of one process hands leases back when it opens.

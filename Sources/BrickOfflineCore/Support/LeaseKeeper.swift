@@ -6,9 +6,13 @@ import Foundation
 /// long (a slow server, heartbeats, a long time limit) is never leased again under it — by another
 /// worker sharing the store, or by this process's own loop.
 ///
-/// It runs on real time, not on the session's clock: a test's manual clock must see only the
-/// pauses the queue makes itself; and the expiries it asks for are real dates, since a store
-/// shared by several processes judges leases by a clock they all share.
+/// It sleeps on real time, not on the session's clock: a test's manual clock must see only the
+/// pauses the queue makes itself. The expiries it asks for are dates on the loop's own clock
+/// (`now`, the same the loop judges leases by: its start date plus monotonic time): on the wall
+/// clock, a step back of an hour (NTP, a VM resumed) made every extension an already expired
+/// lease, which the loop then leased again under the running attempt (a duplicate delivery), and a
+/// step forward of a day kept a dead process's lease for a day. (A PostgreSQL store takes only the
+/// length from it and dates the lease by the database's clock.)
 enum LeaseKeeper {
     /// Starts keeping the lease of entry `id`; cancel the returned task when the attempt ends.
     ///
@@ -17,12 +21,14 @@ enum LeaseKeeper {
     ///   - token: The lease's token now (the manager's attempt may adopt a newer one).
     ///   - store: Where the lease lives.
     ///   - duration: The lease's length.
+    ///   - now: The loop's clock, which the store's leases are judged by.
     ///   - report: Told when an extension fails, or the lease turns out to be lost.
     static func keep(
         _ id: OfflineEntry.ID,
         token: @escaping @Sendable () -> UUID?,
         store: any OfflineStore,
         duration: Duration,
+        now: @escaping @Sendable () -> Date,
         report: @escaping @Sendable (String) -> Void
     ) -> Task<Void, Never> {
         Task {
@@ -30,7 +36,7 @@ enum LeaseKeeper {
                 do { try await Task.sleep(for: duration / 3) } catch { return }
                 guard let lease = token() else { return }
                 do {
-                    if try await !store.extend(id, lease: lease, until: Date().addingTimeInterval(duration.seconds)) {
+                    if try await !store.extend(id, lease: lease, for: duration, now: now()) {
                         if Task.isCancelled { return }  // the attempt ended and settled it meanwhile
                         report("the lease of \(id) was lost while its attempt ran")
                         return

@@ -266,9 +266,24 @@ package struct StoredResponseFacts: Sendable, Hashable {
     }
 
     /// Its current age at `now` (RFC 9111 §4.2.3).
+    ///
+    /// A response that arrived more than ``clockStepTolerance`` after `now` was stored before the
+    /// wall clock stepped back (NTP, a VM resumed, a hand-set clock): how long it has been kept is
+    /// unknown, so its age is the most RFC 9111 §1.2.2 allows (2^31 s) and it is stale — revalidated,
+    /// never served fresh for as long again as the step (RFC 9111's `max(0, …)` would keep it
+    /// fresh until the clock caught up: an hour's step, an hour more).
     package func age(at now: Date) -> Duration {
-        initialAge + max(.zero, Duration.seconds(now.timeIntervalSince(responseTime)))
+        let resident = now.timeIntervalSince(responseTime)
+        if resident < -Self.clockStepTolerance.seconds { return Self.unknownAge }
+        return initialAge + max(.zero, Duration.seconds(resident))
     }
+
+    /// How far a stored response may seem to come from the future before the clock is taken to
+    /// have stepped back: more than the skew between two processes' reads of one clock.
+    package static let clockStepTolerance: Duration = .seconds(2)
+
+    /// The age of a response whose age cannot be known: 2^31 seconds (RFC 9111 §1.2.2).
+    package static let unknownAge: Duration = .seconds(2_147_483_648)
 
     /// Whether it has a validator to revalidate with.
     package var hasValidators: Bool { entityTag != nil || lastModified != nil }

@@ -209,6 +209,25 @@ struct CacheRulesTests {
         return formatter.string(from: base.addingTimeInterval(offset))
     }
 
+    @Test("a wall clock stepped back: a response stored 'in the future' has an unknown age and is stale, within a 2 s skew it is not", arguments: [
+        (-3600.0, nil), (-86_400.0, nil), (-1.5, 5.0), (0.0, 5.0), (10.0, 15.0),
+    ] as [(Double, Double?)])
+    func clockSteppedBack(offset: Double, expectedAge: Double?) {
+        let arrived = Date(timeIntervalSince1970: 1_800_000_000)
+        var fields = HTTPFields()
+        fields[.cacheControl] = "max-age=60"
+        fields[.age] = "5"
+        let facts = StoredResponseFacts(status: 200, fields: fields, requestTime: arrived, responseTime: arrived)
+        let age = facts.age(at: arrived.addingTimeInterval(offset))
+        if let expectedAge {
+            #expect(age == .seconds(expectedAge))
+        } else {
+            #expect(age == StoredResponseFacts.unknownAge)
+            let stored = Stored(age: age, lifetime: facts.lifetime, hasValidators: true)
+            #expect(CacheRules.lookup(policy: .http, request: CacheControl(HTTPFields()), stored: stored) == .fetch(conditional: true))
+        }
+    }
+
     @Test("freshness lifetime: max-age over Expires, Expires − Date, the Last-Modified heuristic, invalid values")
     func lifetime() {
         #expect(Self.facts([("Cache-Control", "max-age=60"), ("Expires", Self.httpDate(3600))]).lifetime == .seconds(60))
