@@ -74,10 +74,11 @@ package final class PostgresFixture: Sendable {
         ["PGHOST": host, "PGPORT": "\(port)", "PGUSER": user, "PGPASSWORD": password, "PGDATABASE": database]
     }
 
-    /// A client configuration for the server, with a small pool.
-    package func configuration(connections: Int = 8) -> PostgresClient.Configuration {
+    /// A client configuration for the server, with a small pool; `port` to reach it through
+    /// another port (a proxy's).
+    package func configuration(connections: Int = 8, port: Int? = nil) -> PostgresClient.Configuration {
         var configuration = PostgresClient.Configuration(
-            host: host, port: port, username: user, password: password, database: database, tls: .disable
+            host: host, port: port ?? self.port, username: user, password: password, database: database, tls: .disable
         )
         configuration.options.maximumConnections = connections
         return configuration
