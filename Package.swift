@@ -265,6 +265,12 @@ let package = Package(
             dependencies: ["BrickRequest"],
             path: "Tests/Probes/LimitsProbe"
         ),
+        // For the test suite: requests inside a network namespace whose resolver the test runs.
+        .executableTarget(
+            name: "brick-dns-probe",
+            dependencies: ["BrickRequest"],
+            path: "Tests/Probes/DNSProbe"
+        ),
         // For the test suite: what a transport does to the runtime's process-wide enqueue hook,
         // observed in a process of its own.
         .executableTarget(
@@ -391,7 +397,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["BrickRequest", "BrickTestServer", "BrickTestSupport"],
-            exclude: ["HTTP2"]
+            exclude: ["HTTP2", "DNS"]
         ),
     ]
 )

@@ -12,6 +12,7 @@ import Synchronization
 extension CurlDriver {
     func completed(_ transfer: Transfer, code: CURLcode) {
         guard let easy = transfer.easy else { return }
+        if transfer.resolveList != nil { releaseResolveList(easy, of: transfer) }
         if code == CURLE_ABORTED_BY_CALLBACK && transfer.connection.restartsOnNewConnection {
             // Nothing was sent on the refused connection (libcurl closes it): the same request
             // goes out again on a new one.
@@ -40,6 +41,9 @@ extension CurlDriver {
             return
         }
         if code != CURLE_OK {
+            if code == CURLE_COULDNT_CONNECT || code == CURLE_OPERATION_TIMEDOUT {
+                forgetAddresses(after: transfer, code: code, connected: easy.offset(CURLINFO_CONNECT_TIME_T) > 0)
+            }
             finish(transfer, .failure(CurlErrorMapping.error(code: code, easy: easy, transfer: transfer)))
             return
         }

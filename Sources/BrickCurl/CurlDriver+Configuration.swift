@@ -18,6 +18,13 @@ extension CurlDriver {
     /// can leak into the next (the CVE-2022-32221 class of bug).
     func configureConstants(_ easy: EasyHandle) {
         easy.set(CURLOPT_NOSIGNAL, true)
+        // A name lookup that outlives its transfer (the connect timeout ended it; the resolver
+        // still waits out resolv.conf's timeout × attempts) is left to its thread, which frees
+        // itself: without this, libcurl 7.88 joins that thread when the transfer ends, stopping
+        // every transfer of the transport for up to the resolver's whole timeout (DNSFaultTests:
+        // 20 s for a 1 s connect timeout). CURLOPT_QUICK_EXIT (322, libcurl 7.87), by number so
+        // that older headers build; an older libcurl ignores it.
+        _ = easy.set(CURLoption(rawValue: 322), true)
         easy.set(CURLOPT_ERRORBUFFER, pointer: easy.errorBuffer)
         easy.set(CURLOPT_PROTOCOLS_STR, pointer: constantStrings.protocols)
         easy.set(CURLOPT_FOLLOWLOCATION, false)
@@ -102,6 +109,7 @@ extension CurlDriver {
         let request = transfer.request
         let options = request.options
         transfer.url = request.urlString
+        if !forgottenNames.isEmpty { dropCachedAddresses(easy, for: transfer) }
         // A stream holds what it decides to (server-sent events bound their lines and events):
         // only a limit the request sets applies to what passes through it.
         if case .stream = options.destination {
@@ -233,5 +241,49 @@ extension CurlDriver {
         }
         let custom = method == .post ? nil : method.rawValue
         return EasyHandle.Method(post: true, postFieldSize: length, noBody: false, customRequest: custom)
+    }
+
+    // MARK: - DNS cache
+
+    /// After a transfer could not connect to a name's address, forgets what libcurl's DNS cache
+    /// (60 s) holds for that name, so that the retry looks it up again: a service that moved (a
+    /// failover, a blue-green switch, a pod rescheduled) is reached on the next attempt, not a
+    /// minute later. Only for names: an address in the URL has nothing to look up.
+    ///
+    /// - Parameters:
+    ///   - transfer: The transfer that failed.
+    ///   - code: libcurl's result.
+    ///   - connected: Whether a connection was made (a timeout after it says nothing of the address).
+    func forgetAddresses(after transfer: Transfer, code: CURLcode, connected: Bool) {
+        guard code == CURLE_COULDNT_CONNECT || (code == CURLE_OPERATION_TIMEDOUT && !connected),
+            configuration.unixSocketPath == nil,
+            let name = CurlDNSCache.name(of: transfer.url), !forgottenNames.contains(name)
+        else { return }
+        forgottenNames.append(name)
+    }
+
+    /// Sets a `CURLOPT_RESOLVE` list that drops `transfer`'s name from the DNS cache when the name
+    /// is one ``forgetAddresses(after:code:connected:)`` noted (the session's host overrides go
+    /// with it, so they stay).
+    private func dropCachedAddresses(_ easy: EasyHandle, for transfer: Transfer) {
+        guard let name = CurlDNSCache.name(of: transfer.url), let index = forgottenNames.firstIndex(of: name) else { return }
+        forgottenNames.remove(at: index)
+        var list = curl_slist_append(nil, "-" + name)
+        var entry = constantStrings.resolveList
+        while let current = entry {
+            if let data = current.pointee.data { list = curl_slist_append(list, data) }
+            entry = current.pointee.next
+        }
+        if let previous = transfer.resolveList { curl_slist_free_all(previous) }
+        transfer.resolveList = list
+        easy.set(CURLOPT_RESOLVE, pointer: list)
+    }
+
+    /// Gives the handle its constant `CURLOPT_RESOLVE` list back and frees the transfer's own.
+    func releaseResolveList(_ easy: EasyHandle, of transfer: Transfer) {
+        guard let list = transfer.resolveList else { return }
+        easy.set(CURLOPT_RESOLVE, pointer: constantStrings.resolveList)
+        curl_slist_free_all(list)
+        transfer.resolveList = nil
     }
 }

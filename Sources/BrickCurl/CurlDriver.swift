@@ -116,6 +116,9 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
     @exclusivity(unchecked) var running = true
     /// When the network last changed (``monotonicNanoseconds()``), or `nil` if it has not.
     @exclusivity(unchecked) var networkChangedAt: UInt64?
+    /// `host:port` of names whose addresses failed to connect: their entries in libcurl's DNS
+    /// cache are dropped before the next transfer to them (see ``forgetAddresses(after:code:connected:)``).
+    @exclusivity(unchecked) var forgottenNames: [String] = []
     /// Safe-point work waiting for the next safe point.
     @exclusivity(unchecked) var deferred: [SafePointWork] = []
     /// The round of safe-point work being run, shared with a standby that takes the I/O over.

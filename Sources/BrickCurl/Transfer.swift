@@ -53,6 +53,9 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     @exclusivity(unchecked) var idle = Idleness()
     /// The redirect chain.
     @exclusivity(unchecked) var redirects = Redirects()
+    /// A `CURLOPT_RESOLVE` list of this transfer's own (dropping a name from the DNS cache),
+    /// freed when it ends.
+    @exclusivity(unchecked) var resolveList: UnsafeMutablePointer<curl_slist>?
 
     init(
         request: TransportRequest,
@@ -65,6 +68,7 @@ final class Transfer: @unchecked Sendable {  // after start, mutable state only 
     }
 
     deinit {
+        if let resolveList { curl_slist_free_all(resolveList) }
         closeFiles()
         removePartialFile()
         body.release()

@@ -72,3 +72,21 @@ struct HTTP2StreamResetTests {
         #expect(processed == row.processed, "\(row.message)")
     }
 }
+
+@Suite("The DNS cache's key of a URL: host:port of a name, none for an address (table)", .timeLimit(.minutes(1)))
+struct DNSCacheNameTests {
+    static let rows: [(url: String, name: String?)] = [
+        ("http://api.example.com/v1?x=1", "api.example.com:80"),
+        ("https://API.Example.com/v1", "api.example.com:443"),
+        ("http://moving.brick.test:8080/who", "moving.brick.test:8080"),
+        ("https://user:secret@api.example.com:8443#frag", "api.example.com:8443"),
+        ("http://10.0.0.2:8080/", nil),
+        ("http://[::1]:8080/", nil),
+        ("not a url", nil),
+    ]
+
+    @Test("every row", arguments: rows.indices)
+    func row(_ index: Int) {
+        #expect(CurlDNSCache.name(of: Self.rows[index].url) == Self.rows[index].name, "\(Self.rows[index].url)")
+    }
+}

@@ -1,0 +1,237 @@
+import BrickTestSupport
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+/// A network namespace with a resolver of the test's (`DNS/resolver.py`, Python `dnslib`) named
+/// in its `resolv.conf`, two HTTP servers, and `brick-dns-probe` running inside it: the client's
+/// name lookups go only to that resolver (`ip netns exec` mounts `/etc/netns/NAME/resolv.conf`
+/// over `/etc/resolv.conf` for the probe alone).
+final class DNSLab: @unchecked Sendable {  // `lock` guards `output`; the rest is set in `init` only
+    let namespace: String
+    let subnet: String
+    let directory: String
+    private var pids: [String: pid_t] = [:]
+    private var probe: pid_t = -1
+    private var input: Int32 = -1
+    private let lock = NSLock()
+    private var output = Data()
+
+    static let resolverScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("DNS/resolver.py").path
+    static let counter = Atomic(0)
+
+    /// - Parameters:
+    ///   - resolverOptions: The `options` line of the namespace's resolv.conf.
+    ///   - connectTimeout: The probe session's connect timeout.
+    init(resolverOptions: String = "timeout:1 attempts:1", connectTimeout: Duration = .seconds(10)) throws {
+        let number = Self.counter.add(1, ordering: .relaxed).newValue
+        let id = (Int(getpid()) * 7 + number) % 200 + 20
+        namespace = "brick-dns-\(getpid())-\(number)"
+        subnet = "10.216.\(id)"
+        directory = NSTemporaryDirectory() + "brick-dns-" + UUID().uuidString
+        let (ns, net, d) = (namespace, subnet, directory)
+        try NginxFixture.shell(
+            """
+            set -e
+            mkdir -p '\(d)/www2' '\(d)/www3' /etc/netns/\(ns)
+            echo server-2 > '\(d)/www2/who'
+            echo server-3 > '\(d)/www3/who'
+            echo 'answer \(net).2' > '\(d)/control'
+            printf 'nameserver \(net).53\\noptions \(resolverOptions)\\n' > /etc/netns/\(ns)/resolv.conf
+            ip netns add \(ns)
+            ip netns exec \(ns) ip link set lo up
+            ip netns exec \(ns) ip link add d0 type veth peer name d1
+            for host in 2 3 53; do ip netns exec \(ns) ip addr add \(net).$host/24 dev d0; done
+            ip netns exec \(ns) ip link set d1 up
+            ip netns exec \(ns) ip link set d0 up
+            ip netns exec \(ns) ip route add default dev d0
+            """
+        )
+        do {
+            pids["resolver"] = try Subprocess.spawn(
+                "exec ip netns exec \(ns) python3 '\(Self.resolverScript)' \(net).53 '\(d)/control' '\(d)/queries' > '\(d)/resolver.out' 2>&1"
+            )
+            for host in [2, 3] {
+                pids["server-\(host)"] = try Subprocess.spawn(
+                    "exec ip netns exec \(ns) python3 -m http.server 8080 --bind \(net).\(host) --directory '\(d)/www\(host)'"
+                )
+            }
+            try Self.waitFor("the resolver") {
+                (try? String(contentsOfFile: d + "/resolver.out", encoding: .utf8))?.contains("ready") == true
+            }
+            for host in [2, 3] {
+                try Self.waitFor("the HTTP server on .\(host)") {
+                    (try? NginxFixture.shell("ip netns exec \(ns) curl -sf http://\(net).\(host):8080/who")) != nil
+                }
+            }
+            var outputs: [Int32] = [0, 0]
+            var inputs: [Int32] = [0, 0]
+            guard pipe(&outputs) == 0, pipe(&inputs) == 0 else { throw Subprocess.Failure(description: "pipe failed") }
+            probe = try Subprocess.spawn(
+                "exec ip netns exec \(ns) '\(Self.probePath)' \(connectTimeout.components.seconds * 1000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000)",
+                stdout: outputs[1],
+                stdin: inputs[0]
+            )
+            close(outputs[1])
+            close(inputs[0])
+            input = inputs[1]
+            let readEnd = outputs[0]
+            Thread.detachNewThread { [self] in
+                var chunk = [UInt8](repeating: 0, count: 4096)
+                while true {
+                    let count = read(readEnd, &chunk, chunk.count)
+                    if count <= 0 { break }
+                    lock.lock()
+                    output.append(contentsOf: chunk[0..<count])
+                    lock.unlock()
+                }
+                close(readEnd)
+            }
+            try Self.waitFor("the probe") { self.lines.contains("ready") }
+        } catch {
+            tearDown()
+            throw error
+        }
+    }
+
+    static var probePath: String {
+        URL(fileURLWithPath: LargeDownloadMemoryTests.probePath).deletingLastPathComponent()
+            .appendingPathComponent("brick-dns-probe").path
+    }
+
+    private static func waitFor(_ what: String, _ condition: () -> Bool) throws {
+        let deadline = Date().addingTimeInterval(20)
+        while !condition() {
+            guard Date() < deadline else { throw NginxFixture.FixtureError(message: "\(what) did not start") }
+            usleep(20_000)
+        }
+    }
+
+    var lines: [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return String(decoding: output, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+
+    /// The resolver's mode from now on (`answer IP`, `drop`, `servfail N IP`, `nxdomain`, `truncate IP`).
+    func resolver(_ mode: String) throws {
+        try mode.write(toFile: directory + "/control", atomically: true, encoding: .utf8)
+    }
+
+    /// The queries the resolver saw: `udp|tcp NAME TYPE RCODE`.
+    var queries: [String] {
+        ((try? String(contentsOfFile: directory + "/queries", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    /// Stops the HTTP server on `.host`.
+    func stopServer(_ host: Int) {
+        if let pid = pids.removeValue(forKey: "server-\(host)") {
+            kill(pid, SIGKILL)
+            _ = Subprocess.wait(pid)
+        }
+    }
+
+    /// A GET of `http://NAME:8080/who` by the probe, with `retries` retries; its result's fields.
+    func get(_ name: String, retries: Int) async -> [String: String] {
+        let before = lines.filter { $0.hasPrefix("result ") }.count
+        let command = Array("get http://\(name):8080/who \(retries)\n".utf8)
+        _ = command.withUnsafeBytes { write(input, $0.baseAddress, $0.count) }
+        let line = await poll(within: .seconds(60)) {
+            let results = lines.filter { $0.hasPrefix("result ") }
+            return results.count > before ? results.last : nil
+        }
+        guard let line else { return ["outcome": "none"] }
+        var fields: [String: String] = ["outcome": String(line.split(separator: " ")[1])]
+        let message = line.range(of: " message=").map { String(line[$0.upperBound...]) }
+        let head = line.range(of: " message=").map { String(line[..<$0.lowerBound]) } ?? line
+        for field in head.split(separator: " ").dropFirst(2) {
+            let parts = field.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        fields["message"] = message
+        return fields
+    }
+
+    func tearDown() {
+        if input > 0 { close(input) }
+        if probe > 0 { kill(probe, SIGKILL) }
+        for pid in pids.values { kill(pid, SIGKILL) }
+        _ = try? NginxFixture.shell("ip netns del \(namespace) 2>/dev/null; rm -rf /etc/netns/\(namespace) '\(directory)'")
+    }
+
+    deinit { tearDown() }
+}
+
+@Suite(
+    "DNS faults from a resolver in a network namespace (root)",
+    .serialized,
+    .timeLimit(.minutes(3)),
+    .enabled(if: VethLab.unavailableReason == nil, "\(VethLab.unavailableReason ?? "")")
+)
+struct DNSFaultTests {
+    @Test("a resolver that never answers: the lookup ends at the connect timeout, not the resolver's, and says so")
+    func noAnswer() async throws {
+        let lab = try DNSLab(resolverOptions: "timeout:5 attempts:2", connectTimeout: .seconds(1))
+        try lab.resolver("drop")
+        let result = await lab.get("api.brick.test", retries: 1)
+        #expect(result["kind"] == "timedOut", "\(result)")
+        #expect(result["message"]?.contains("the host name was not resolved in time") == true, "\(result)")
+        #expect(result["retries"] == "1")
+        // Two lookups of 1 s and a 0.2 s pause, not the resolver's 10 s.
+        #expect(Int(result["ms"] ?? "") ?? .max < 5_000, "\(result)")
+    }
+
+    @Test("SERVFAIL: the lookup fails at once (cannotResolveHost) and is retried; the next lookup's answer is used")
+    func servfail() async throws {
+        let lab = try DNSLab()
+        try lab.resolver("servfail 100 \(lab.subnet).2")
+        let failed = await lab.get("down.brick.test", retries: 0)
+        #expect(failed["kind"] == "cannotResolveHost", "\(failed)")
+        #expect(Int(failed["ms"] ?? "") ?? .max < 1_000, "\(failed)")
+        // The first lookup of a new name fails (both its queries), the retry's succeeds.
+        try lab.resolver("servfail 2 \(lab.subnet).2")
+        let recovered = await lab.get("flaky.brick.test", retries: 3)
+        #expect(recovered["outcome"] == "ok", "\(recovered)")
+        #expect(recovered["body"] == "server-2")
+        #expect(recovered["retries"] == "1", "\(recovered)")
+    }
+
+    @Test("NXDOMAIN: cannotResolveHost naming the host, retried as many times as allowed while the network is up, then delivered")
+    func nxdomain() async throws {
+        let lab = try DNSLab()
+        try lab.resolver("nxdomain")
+        let result = await lab.get("typo.brick.test", retries: 2)
+        #expect(result["kind"] == "cannotResolveHost", "\(result)")
+        #expect(result["message"]?.contains("typo.brick.test") == true, "\(result)")
+        #expect(result["retries"] == "2")
+        #expect(lab.queries.filter { $0.contains("typo.brick.test") && $0.contains("NXDOMAIN") }.count >= 3)
+    }
+
+    @Test("a truncated answer: the lookup asks again over TCP and succeeds")
+    func truncated() async throws {
+        let lab = try DNSLab()
+        try lab.resolver("truncate \(lab.subnet).3")
+        let result = await lab.get("big.brick.test", retries: 0)
+        #expect(result["outcome"] == "ok", "\(result)")
+        #expect(result["body"] == "server-3")
+        #expect(lab.queries.contains { $0.hasPrefix("udp big.brick.test") && $0.hasSuffix(" TC") })
+        #expect(lab.queries.contains { $0.hasPrefix("tcp big.brick.test A NOERROR") }, "\(lab.queries)")
+    }
+
+    @Test("an answer that changes (the service moved): the first failed connection drops the cached address, and the retry reaches the new one")
+    func answerChanges() async throws {
+        let lab = try DNSLab()
+        try lab.resolver("answer \(lab.subnet).2")
+        let first = await lab.get("moving.brick.test", retries: 0)
+        #expect(first["body"] == "server-2", "\(first)")
+        // The service moves to .3; .2 goes away. libcurl's DNS cache would keep .2 for 60 s.
+        try lab.resolver("answer \(lab.subnet).3")
+        lab.stopServer(2)
+        let second = await lab.get("moving.brick.test", retries: 2)
+        #expect(second["outcome"] == "ok", "\(second)")
+        #expect(second["body"] == "server-3", "\(second)")
+        #expect(second["retries"] == "1", "\(second)")
+    }
+}
