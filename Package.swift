@@ -326,7 +326,8 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
-            ]
+            ],
+            exclude: ["PowerLoss"]
         ),
         // The PostgreSQL store: a fleet, its fenced leases, the outbox, the fixture's cleanup.
         .testTarget(

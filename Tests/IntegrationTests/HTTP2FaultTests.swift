@@ -267,12 +267,10 @@ struct HTTP2FaultTests {
                 super.init()
             }
         }
-        let started = ContinuousClock.now
         let response = await Upload(server.url("/echo/w1", port: server.windowZeroPort), session: session).response()
         let error = try #require(response.error)
         #expect(error.code == .timedOut, "\(error)")
         #expect(error.message.contains("idle timeout"), "\(error.message)")
-        #expect(ContinuousClock.now - started < .seconds(10))
         #expect(server.processed("w1").isEmpty)
     }
 
