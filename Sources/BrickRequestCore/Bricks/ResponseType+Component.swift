@@ -81,11 +81,13 @@ extension RequestType where Self: Component {
     @inlinable
     public func resume() {
         let prepared = PreparedRequest(self)
+        let session = prepared.session
+        // Consumed, not copied: a copy of the prepared request retains each of its references.
         if let deliver = pendingDelivery {
             pendingDelivery = nil
-            prepared.session.execute(prepared, lifecycle: lifecycle, handler: deliver)
+            session.execute(consume prepared, lifecycle: lifecycle, handler: deliver)
         } else {
-            prepared.session.execute(prepared, lifecycle: lifecycle) { _ in }
+            session.execute(consume prepared, lifecycle: lifecycle) { _ in }
         }
     }
 

@@ -134,11 +134,13 @@ extension Session {
             return
         }
         willStart(request, prepared)
-        switch traffic.step(traffic.ticket(for: request, kind: .first)) {
+        // Consumed: a copy of the step copies its ticket (and the request the ticket holds).
+        let step = traffic.step(traffic.ticket(for: request, kind: .first))
+        switch consume step {
         case .proceed(let ticket):
-            begin(.success(ticket), prepared, request: request, lifecycle: lifecycle, handler: handler)
+            begin(.success(ticket), consume prepared, request: request, lifecycle: lifecycle, handler: handler)
         case .refuse(let error):
-            begin(.failure(error), prepared, request: request, lifecycle: lifecycle, handler: handler)
+            begin(.failure(error), consume prepared, request: request, lifecycle: lifecycle, handler: handler)
         case .wait(let ticket, let admission):
             // The host's policy makes the first attempt wait: in a task. The call's time runs from
             // now, the wait included.
@@ -155,7 +157,7 @@ extension Session {
     /// refusal delivered (through the same path as a transport failure).
     private func begin(
         _ admission: Result<TrafficControl.Ticket, TransportError>,
-        _ prepared: borrowing PreparedRequest,
+        _ prepared: consuming PreparedRequest,
         request: TransportRequest,
         lifecycle: RequestLifecycle,
         startedAt: Duration? = nil,
@@ -164,7 +166,7 @@ extension Session {
         let ticket = (try? admission.get()) ?? .untracked
         let exchange = Exchange(
             session: self,
-            prepared: copy prepared,
+            prepared: prepared,
             request: request,
             lifecycle: lifecycle,
             ticket: ticket,
