@@ -19,6 +19,13 @@ is left repeats to about 1% up to c16, so it shows changes that no timing on a s
 depends on the order in which connections finish). It does not see
 what threads cost (cache traffic, locks, atomics), which only the timed mode does. Needs valgrind.
 
+    Benchmarks/compare-modes.py --instructions --scenarios [REQUESTS]
+
+does it for every scenario of compare.sh against `../shared/bench/server.sh`'s nginx (`/small` at
+c1, c16 and c128, `/64k` at c16, `/small` over HTTP/2 at c16; BENCH_HTTP_PORT, BENCH_HTTPS_PORT and
+BENCH_RUN_DIR as server.sh reads them), and prints one table: the leaner C loop's count beside
+brick-bench's callback form (`response(_:)`), the ratio, and `CurlTransport` alone.
+
     Benchmarks/compare-modes.py --footprint URL REQUESTS CONCURRENCY
 
 counts, the same way, the 64-byte lines of code each request runs (an instruction counts when the
@@ -240,11 +247,44 @@ def critical_path(binary, extra_env, url, requests):
     return statistics.median(client[skip:]), statistics.median(wait[skip:])
 
 
+def scenarios():
+    """compare.sh's scenarios: (name, URL, concurrency, extra environment)."""
+    http = f"http://127.0.0.1:{os.environ.get('BENCH_HTTP_PORT', '18080')}"
+    https = f"https://127.0.0.1:{os.environ.get('BENCH_HTTPS_PORT', '18443')}"
+    run_dir = os.environ.get("BENCH_RUN_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "http-bench-server"))
+    trust = {"BENCH_CA_FILE": os.path.join(run_dir, "cert.pem")}
+    return [
+        ("`/small` c1", http + "/small", 1, {}),
+        ("`/small` c16", http + "/small", 16, {}),
+        ("`/small` c128", http + "/small", 128, {}),
+        ("`/64k` c16", http + "/64k", 16, {}),
+        ("h2 `/small` c16", https + "/small", 16, trust),
+    ]
+
+
+def instruction_table(requests):
+    """Every scenario's instructions per request: the leaner C loop, the callback form, the transport."""
+    print(f"Instructions per request, steady state over {2 * requests} requests (compare-modes.py --instructions "
+          "--scenarios; each count the lower of two runs)")
+    print("| scenario | raw C client, leaner loop | bricks through `response(_:)` | ratio | `CurlTransport` alone |")
+    print("|---|---:|---:|---:|---:|")
+    for name, url, concurrency, extra in scenarios():
+        c = min(instructions_per_request(C_CLIENT, dict(extra, CURL_MULTI_API=api), url, requests, concurrency)
+                for api in ("poll", "socket"))
+        brick = instructions_per_request(BRICK, dict(extra, BRICK_BENCH_MODE="callback"), url, requests, concurrency)
+        transport = instructions_per_request(BRICK, dict(extra, BRICK_BENCH_MODE="transport"), url, requests,
+                                             concurrency)
+        print(f"| {name} | {c / 1000:.1f}k | {brick / 1000:.1f}k | {brick / c:.2f} | {transport / 1000:.1f}k |",
+              flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("url")
-    parser.add_argument("requests", type=int)
-    parser.add_argument("concurrency", type=int)
+    parser.add_argument("url", nargs="?")
+    parser.add_argument("requests", type=int, nargs="?", default=2000)
+    parser.add_argument("concurrency", type=int, nargs="?")
+    parser.add_argument("--scenarios", action="store_true",
+                        help="with --instructions: every compare.sh scenario, one table (URL and CONCURRENCY not given)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--instructions", action="store_true",
                         help="count instructions per request under callgrind instead of timing")
@@ -253,6 +293,18 @@ def main():
     parser.add_argument("--critical-path", action="store_true",
                         help="split each c1 request into client and wait time with syscall tracepoints (perf)")
     arguments = parser.parse_args()
+    if arguments.scenarios:
+        if not arguments.instructions:
+            sys.exit("--scenarios goes with --instructions")
+        # `--scenarios 2000`: the number lands in `url`.
+        requests = int(arguments.url) if arguments.url else arguments.requests
+        for binary in (BRICK, C_CLIENT):
+            if not os.access(binary, os.X_OK):
+                sys.exit(f"{binary} is missing (swift build -c release in Benchmarks/, and compare.sh once for the C peer)")
+        instruction_table(requests)
+        return
+    if arguments.url is None or arguments.concurrency is None:
+        parser.error("URL, REQUESTS and CONCURRENCY are required")
     for binary in {BRICK, C_CLIENT}:
         if not os.access(binary, os.X_OK):
             sys.exit(f"{binary} is missing (swift build -c release in Benchmarks/, and compare.sh once for the C peer)")

@@ -284,6 +284,30 @@ struct SQLiteResponseCacheTests {
         #expect(try cache.integrityCheck() == "ok")
     }
 
+    @Test("a cache file that looks damaged while another opener uses it is not moved aside; once that opener closed it, it is")
+    func damagedWhileInUse() throws {
+        let path = NSTemporaryDirectory() + "brick-cache-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = URL(fileURLWithPath: path)
+        var first: SQLiteResponseCache? = try SQLiteResponseCache(name: "shared", directory: directory)
+        try first?.store(stored("http://h/a", bytes: 10))
+        try first?.flush()
+        // The file and its log overwritten with garbage while `first` has them open.
+        try Data((0..<8192).map { _ in UInt8.random(in: 0...255) }).write(to: directory.appendingPathComponent("shared.cache.sqlite"))
+        truncate(path + "/shared.cache.sqlite-wal", 0)
+        do {
+            _ = try SQLiteResponseCache(name: "shared", directory: directory)
+            Issue.record("a damaged file opened")
+        } catch {
+            #expect(error.code == .storage)
+        }
+        let files = try FileManager.default.contentsOfDirectory(atPath: path)
+        #expect(!files.contains { $0.contains(".corrupt-") }, "moved aside while in use: \(files)")
+        first = nil
+        let alone = try SQLiteResponseCache(name: "shared", directory: directory)
+        #expect(alone.recoveredFile != nil)
+    }
+
     @Test("MiniCache: a stored body that does not decode as the model is a serialization error; other keys are untouched")
     func typeMismatch() async throws {
         try await withServer { server in

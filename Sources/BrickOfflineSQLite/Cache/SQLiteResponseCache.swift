@@ -66,6 +66,9 @@ public final class SQLiteResponseCache: ResponseCache {
     public let maxPendingBytes = 32 * 1024 * 1024
 
     let pool: DatabasePool
+    /// A shared `flock` on `NAME.cache.users`, held while this cache is open: an opener that finds
+    /// the file damaged moves it aside only when no other opener holds one.
+    private let users: Int32
     private let damagedRows = Atomic<Int>(0)
     let logger = Logger(label: "BrickOffline.SQLiteResponseCache")
     /// The cache's own writer: every write runs here, in order (``flush()``).
@@ -102,6 +105,7 @@ public final class SQLiteResponseCache: ResponseCache {
         self.maxBytes = max(0, maxBytes)
         self.version = version
         self.fileThreshold = max(0, fileThreshold)
+        var heldUsers: Int32 = -1
         do {
             for made in [directory, bodiesDirectory] {
                 try FileManager.default.createDirectory(
@@ -114,6 +118,9 @@ public final class SQLiteResponseCache: ResponseCache {
             // it, or finds it damaged and moves it aside, while no other is half-way through
             // creating it — a file another opener is creating is never taken for a damaged one.
             let file = path
+            let users = SQLiteFiles.holdShared(directory + "/" + name + ".cache.users")
+            heldUsers = users
+            self.users = users
             let (opened, recovered) = try SQLiteFiles.whileLocked(directory + "/" + name + ".cache.lock") {
                 () throws -> (DatabasePool, String?) in
                 do {
@@ -121,6 +128,13 @@ public final class SQLiteResponseCache: ResponseCache {
                 } catch let error as DatabaseError
                     where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
                 {
+                    // Another opener reads and writes this file meanwhile: what looked damaged was
+                    // its WAL index mid-reset under load (a whole suite's), not damage. Moving it
+                    // aside would pull the files from under that opener (it then found its tables
+                    // gone) and throw a good cache away: try again, and fail rather than move it.
+                    if !SQLiteFiles.isSoleUser(users) {
+                        return (try Self.open(file, othersUseIt: true), nil)
+                    }
                     let moved = try SQLiteFiles.moveAside(file) {
                         BrickError(.storage, message: "cannot move the damaged cache \(file) aside: \($0)")
                     }
@@ -130,11 +144,16 @@ public final class SQLiteResponseCache: ResponseCache {
             pool = opened
             recoveredFile = recovered
         } catch {
+            if heldUsers >= 0 { close(heldUsers) }
             throw Self.storageError(error, doing: "open \(path)")
         }
         let dropped = try dropIfOtherVersion()
         for file in dropped { unlink(bodiesDirectory + "/" + file) }
         sweepOrphanFiles()
+    }
+
+    deinit {
+        if users >= 0 { close(users) }
     }
 
     // MARK: - ResponseCache
@@ -312,7 +331,11 @@ public final class SQLiteResponseCache: ResponseCache {
 
     // MARK: - Opening
 
-    private static func open(_ path: String) throws -> DatabasePool {
+    /// - Parameters:
+    ///   - path: The database file.
+    ///   - othersUseIt: Another opener has the file open: what looks damaged is taken for a
+    ///     transient read until the deadline.
+    private static func open(_ path: String, othersUseIt: Bool = false) throws -> DatabasePool {
         // Openers take turns (the caller's lock), but a connection that opens while another
         // process's last connection closes (removing the `-wal` file and resetting the `-shm`
         // index, which no opener's lock covers) can see SQLITE_BUSY, SQLITE_IOERR or
@@ -331,7 +354,7 @@ public final class SQLiteResponseCache: ResponseCache {
                 case .SQLITE_BUSY, .SQLITE_IOERR, .SQLITE_PROTOCOL:
                     break
                 case .SQLITE_CORRUPT, .SQLITE_NOTADB:
-                    if damageSeen { throw error }
+                    if damageSeen && !othersUseIt { throw error }
                     damageSeen = true
                 default:
                     throw error

@@ -31,6 +31,27 @@ enum SQLiteFiles {
         return try body()
     }
 
+    /// Opens `path` (creating it) and holds a shared `flock` on it for as long as the descriptor
+    /// stays open: every opener of a database holds one while it uses the file, so that no other
+    /// opener takes a file in use for a damaged one and moves it aside (``isSoleUser(_:)``).
+    /// -1 when the file cannot be opened (nothing is then held, and nothing is known of others).
+    static func holdShared(_ path: String) -> Int32 {
+        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return -1 }
+        while flock(descriptor, LOCK_SH) != 0 && errno == EINTR {}
+        return descriptor
+    }
+
+    /// Whether no other opener holds a shared lock like `descriptor`'s (``holdShared(_:)``): its
+    /// lock turned exclusive without waiting, then shared again. `true` for -1.
+    static func isSoleUser(_ descriptor: Int32) -> Bool {
+        guard descriptor >= 0 else { return true }
+        let sole = flock(descriptor, LOCK_EX | LOCK_NB) == 0
+        // A failed conversion may have dropped the shared lock (flock converts by unlocking first).
+        while flock(descriptor, LOCK_SH) != 0 && errno == EINTR {}
+        return sole
+    }
+
     /// Throws `SQLITE_CORRUPT` unless SQLite's `quick_check` passes.
     static func quickCheck(_ db: Database) throws {
         let check = try String.fetchOne(db, sql: "PRAGMA quick_check") ?? "ok"
