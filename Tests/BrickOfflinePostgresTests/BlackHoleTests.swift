@@ -57,7 +57,8 @@ struct BlackHoleTests {
     func partitionedWorker() async throws {
         try await withServer { server in
             let fixture = try PostgresFixture.server()
-            let proxy = try BlackHoleProxy(to: fixture.port)
+            let port = fixture.port
+            let proxy = try await Subprocess.offPool { try BlackHoleProxy(to: port) }
             defer { proxy.heal() }
             let schema = PostgresFixture.freshSchema()
             let clientA = RunningClient(fixture.configuration(port: proxy.port))

@@ -100,7 +100,8 @@ struct StoreContractTests {
             #expect(try await store.entry(ids[0]) == nil)
 
             let minutes = try await store.deliveries(since: Date().addingTimeInterval(-3600))
-            #expect(minutes.map(\.queue) == ["q"])
+            // One row per minute: two when the test ran across a minute's end.
+            #expect(Set(minutes.map(\.queue)) == ["q"])
             #expect(minutes.reduce(0) { $0 + $1.delivered } == 1)
             #expect(minutes.reduce(0) { $0 + $1.failed } == 2)
             #expect(try await store.deliveries(since: Date().addingTimeInterval(120)).isEmpty)

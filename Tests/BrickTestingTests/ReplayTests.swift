@@ -195,8 +195,8 @@ struct ReplayTests {
         let session = Session(configuration: .init())
         let base = try await withServer(prepare: { prepare($0) }) { server in
             _ = try await withReplay(path: path, mode: .record) {
-                await ArchivedGet(server.baseURL + "/users?id=1", session: session).response()
-                await ArchivedGet(server.baseURL + "/avatar", session: session).response()
+                _ = await ArchivedGet(server.baseURL + "/users?id=1", session: session).response()
+                _ = await ArchivedGet(server.baseURL + "/avatar", session: session).response()
             }
             return server.baseURL
         }

@@ -173,7 +173,7 @@ final class DNSLab: @unchecked Sendable {  // `lock` guards `output`; the rest i
 struct DNSFaultTests {
     @Test("a resolver that never answers: the lookup ends at the connect timeout, not the resolver's, and says so")
     func noAnswer() async throws {
-        let lab = try DNSLab(resolverOptions: "timeout:5 attempts:2", connectTimeout: .seconds(1))
+        let lab = try await Subprocess.offPool { try DNSLab(resolverOptions: "timeout:5 attempts:2", connectTimeout: .seconds(1)) }
         try lab.resolver("drop")
         let result = await lab.get("api.brick.test", retries: 1)
         #expect(result["kind"] == "timedOut", "\(result)")
@@ -185,7 +185,7 @@ struct DNSFaultTests {
 
     @Test("SERVFAIL: the lookup fails at once (cannotResolveHost) and is retried; the next lookup's answer is used")
     func servfail() async throws {
-        let lab = try DNSLab()
+        let lab = try await Subprocess.offPool { try DNSLab() }
         try lab.resolver("servfail 100 \(lab.subnet).2")
         let failed = await lab.get("down.brick.test", retries: 0)
         #expect(failed["kind"] == "cannotResolveHost", "\(failed)")
@@ -200,7 +200,7 @@ struct DNSFaultTests {
 
     @Test("NXDOMAIN: cannotResolveHost naming the host, retried as many times as allowed while the network is up, then delivered")
     func nxdomain() async throws {
-        let lab = try DNSLab()
+        let lab = try await Subprocess.offPool { try DNSLab() }
         try lab.resolver("nxdomain")
         let result = await lab.get("typo.brick.test", retries: 2)
         #expect(result["kind"] == "cannotResolveHost", "\(result)")
@@ -211,7 +211,7 @@ struct DNSFaultTests {
 
     @Test("a truncated answer: the lookup asks again over TCP and succeeds")
     func truncated() async throws {
-        let lab = try DNSLab()
+        let lab = try await Subprocess.offPool { try DNSLab() }
         try lab.resolver("truncate \(lab.subnet).3")
         let result = await lab.get("big.brick.test", retries: 0)
         #expect(result["outcome"] == "ok", "\(result)")
@@ -222,7 +222,7 @@ struct DNSFaultTests {
 
     @Test("an answer that changes (the service moved): the first failed connection drops the cached address, and the retry reaches the new one")
     func answerChanges() async throws {
-        let lab = try DNSLab()
+        let lab = try await Subprocess.offPool { try DNSLab() }
         try lab.resolver("answer \(lab.subnet).2")
         let first = await lab.get("moving.brick.test", retries: 0)
         #expect(first["body"] == "server-2", "\(first)")

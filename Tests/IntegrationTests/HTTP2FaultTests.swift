@@ -123,8 +123,8 @@ private final class H2Call: Component, ValidatedResponseType, DataResponseType, 
 struct HTTP2FaultTests {
     let server: HostileHTTP2Server
 
-    init() throws {
-        server = try HostileHTTP2Server()
+    init() async throws {
+        server = try await Subprocess.offPool { try HostileHTTP2Server() }
     }
 
     @Test("GOAWAY with a last stream id: the streams below it complete, those above go again on a new connection")

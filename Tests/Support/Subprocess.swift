@@ -104,6 +104,13 @@ package enum Subprocess {
         return 128 + (status & 0x7f)
     }
 
+    /// Runs blocking work (a fixture's set-up: processes started and waited for, files through a
+    /// FUSE mount) on a thread of its own, so that it never holds one of the cooperative pool's
+    /// threads (two on a 2-core machine) while the rest of the suite runs.
+    package static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await onThread(body).get()
+    }
+
     /// Runs `body` on a new thread and hands back its result.
     private static func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in

@@ -185,3 +185,27 @@ extension SQLiteResponseCache {
         }
     }
 }
+
+extension SQLiteResponseCache {
+    /// Whether a failure is one another process's connection closing can cause for a moment
+    /// (busy, an I/O or locking protocol error, the WAL index read mid-reset).
+    static func isTransient(_ error: BrickError) -> Bool {
+        guard let database = error.underlying as? DatabaseError else { return false }
+        return [.SQLITE_BUSY, .SQLITE_IOERR, .SQLITE_PROTOCOL, .SQLITE_CORRUPT].contains(database.resultCode)
+    }
+
+    static func storageError(_ error: any Error, doing what: String) -> BrickError {
+        if let error = error as? BrickError { return error }
+        if let error = error as? DatabaseError {
+            switch error.resultCode {
+            case .SQLITE_FULL:
+                return BrickError(.storage, message: "cannot \(what): the disk is full", underlying: error)
+            case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+                return BrickError(.storage, message: "cannot \(what): the cache file is damaged", underlying: error)
+            default:
+                return BrickError(.storage, message: "cannot \(what): \(error.message ?? "\(error.resultCode)")", underlying: error)
+            }
+        }
+        return BrickError(.storage, message: "cannot \(what): \(error.localizedDescription)", underlying: error)
+    }
+}

@@ -147,12 +147,27 @@ public final class SQLiteResponseCache: ResponseCache {
             if heldUsers >= 0 { close(heldUsers) }
             throw Self.storageError(error, doing: "open \(path)")
         }
-        let dropped = try dropIfOtherVersion()
+        // The first write can meet what the open can (another process's last connection closing
+        // and resetting the WAL index): transient, tried again within the open's 5 s.
+        let deadline = ContinuousClock.now + .seconds(5)
+        var dropped: [String] = []
+        while true {
+            do {
+                dropped = try dropIfOtherVersion()
+                break
+            } catch where ContinuousClock.now < deadline && Self.isTransient(error) {
+                usleep(10_000)
+            }
+        }
         for file in dropped { unlink(bodiesDirectory + "/" + file) }
         sweepOrphanFiles()
     }
 
     deinit {
+        // The connections first (the last one checkpoints, removes the `-wal` file and resets the
+        // index), then the lock: an opener that then finds itself alone finds no close under way,
+        // so what it reads as damage is damage.
+        try? pool.close()
         if users >= 0 { close(users) }
     }
 
@@ -420,19 +435,4 @@ public final class SQLiteResponseCache: ResponseCache {
             try db.execute(sql: "ALTER TABLE response ADD COLUMN bodyDigest INTEGER")
         },
     ])
-
-    static func storageError(_ error: any Error, doing what: String) -> BrickError {
-        if let error = error as? BrickError { return error }
-        if let error = error as? DatabaseError {
-            switch error.resultCode {
-            case .SQLITE_FULL:
-                return BrickError(.storage, message: "cannot \(what): the disk is full", underlying: error)
-            case .SQLITE_CORRUPT, .SQLITE_NOTADB:
-                return BrickError(.storage, message: "cannot \(what): the cache file is damaged", underlying: error)
-            default:
-                return BrickError(.storage, message: "cannot \(what): \(error.message ?? "\(error.resultCode)")", underlying: error)
-            }
-        }
-        return BrickError(.storage, message: "cannot \(what): \(error.localizedDescription)", underlying: error)
-    }
 }
