@@ -259,8 +259,13 @@ extension CurlDriver {
             configuration.unixSocketPath == nil,
             let name = CurlDNSCache.name(of: transfer.url), !forgottenNames.contains(name)
         else { return }
+        // Bounded: a name that failed and is never asked for again is let go after 64 others.
+        if forgottenNames.count >= Self.forgottenNamesLimit { forgottenNames.removeFirst() }
         forgottenNames.append(name)
     }
+
+    /// The most names ``forgetAddresses(after:code:connected:)`` keeps noted.
+    static let forgottenNamesLimit = 64
 
     /// Sets a `CURLOPT_RESOLVE` list that drops `transfer`'s name from the DNS cache when the name
     /// is one ``forgetAddresses(after:code:connected:)`` noted (the session's host overrides go
