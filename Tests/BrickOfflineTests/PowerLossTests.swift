@@ -93,8 +93,9 @@ struct PowerLossTests {
         let probe = try CrashTests.Probe(
             ["add", mount.directory.path, "sales", url, String(cycle * 1_000_000)], environment: environment
         )
-        await probe.line { $0.hasPrefix("ack ") }
-        try await Task.sleep(for: .milliseconds(Int.random(in: 50...300)))
+        // Cut after a random number of acknowledged adds (an event, not a time).
+        let goal = Int.random(in: 20...300)
+        await eventually(within: .seconds(60)) { probe.lines().filter { $0.hasPrefix("ack ") }.count >= goal }
         let lines = await probe.kill()
         await mount.cut()
         return Set(lines.compactMap { $0.hasPrefix("ack ") ? Int($0.dropFirst(4)) : nil })
