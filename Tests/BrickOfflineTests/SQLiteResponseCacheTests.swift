@@ -249,6 +249,39 @@ struct SQLiteResponseCacheTests {
         #expect(try second.count() == 1)
     }
 
+
+    @Test("a response stored again under its key is read with its new header fields and times, never with what was parsed from the old row")
+    func parsedHeadersFollowTheRow() throws {
+        let path = NSTemporaryDirectory() + "brick-cache-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let cache = try SQLiteResponseCache(name: "reparse", directory: URL(fileURLWithPath: path))
+        let url = "http://h/a"
+        func response(etag: String, maxAge: Int, at time: Date) -> CachedResponse {
+            var fields = HTTPFields()
+            fields[.eTag] = etag
+            fields[.cacheControl] = "max-age=\(maxAge)"
+            return CachedResponse(
+                key: key(url), variant: "", status: 200, headerFields: fields, body: Data("x".utf8), url: url,
+                requestTime: time, responseTime: time
+            )
+        }
+        let first = Date(timeIntervalSince1970: 1_700_000_000)
+        for round in 0..<40 {
+            // Every other round keeps the header block and changes only the times; the others change it.
+            let etag = "\"v\(round / 2)\""
+            let time = first.addingTimeInterval(Double(round))
+            try cache.store(response(etag: etag, maxAge: round / 2, at: time))
+            try cache.flush()  // read from the file, not from the writes pending in memory
+            for _ in 0..<2 {
+                let read = try #require(try cache.cachedResponses(for: key(url)).first)
+                #expect(read.headerFields[.eTag] == etag)
+                #expect(read.facts.entityTag == etag)
+                #expect(read.facts.lifetime == .seconds(round / 2))
+                #expect(read.responseTime == time)
+                #expect(read.facts.responseTime == time)
+            }
+        }
+    }
     @Test("MiniCache: another version drops every entry; the same version keeps them")
     func versions() throws {
         let path = NSTemporaryDirectory() + "brick-cache-" + UUID().uuidString

@@ -17,10 +17,11 @@
 // `resumesTasksAtSafePoint` on (the cache's disk work then runs where awaiting tasks resume: on
 // the transport's thread, at its safe point).
 import BrickOffline
-@_spi(TransportImplementation) import BrickRequest
+@_spi(Tuning) @_spi(TransportImplementation) import BrickRequest
 import BrickTestServer
 import Foundation
 import GRDB
+import GRDBSQLite
 import Synchronization
 
 final class Item: Component, GETRequestType, NonAutoRetryType, CachedResponseType, DataResponseType {
@@ -171,6 +172,30 @@ let rawRead = try await row("raw SQLite point read (GRDB: the row, its headers a
         }
     }
 }
+// The issue's yardstick: the same point read through SQLite's C API (one connection, the statement
+// prepared once, the headers and body copied out) — what any layer above SQLite starts from.
+var connection: OpaquePointer?
+guard sqlite3_open_v2(disk.path, &connection, SQLITE_OPEN_READONLY, nil) == SQLITE_OK,
+    let connection
+else { fatalError("cannot open \(disk.path)") }
+var statement: OpaquePointer?
+guard sqlite3_prepare_v3(connection, "SELECT headers, body FROM response WHERE cacheKey = ?1", -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil) == SQLITE_OK,
+    let statement
+else { fatalError(String(cString: sqlite3_errmsg(connection))) }
+let keyText = key.description
+let cRead = await row("raw SQLite point read (C API: the row's headers and body copied)", iterations / 10) {
+    for _ in 0..<iterations / 10 {
+        keyText.withCString { _ = sqlite3_bind_text(statement, 1, $0, -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self)) }
+        if sqlite3_step(statement) == SQLITE_ROW {
+            let headers = Data(bytes: sqlite3_column_blob(statement, 0), count: Int(sqlite3_column_bytes(statement, 0)))
+            let body = Data(bytes: sqlite3_column_blob(statement, 1), count: Int(sqlite3_column_bytes(statement, 1)))
+            found &+= headers.count + body.count
+        }
+        sqlite3_reset(statement)
+    }
+}
+sqlite3_finalize(statement)
+sqlite3_close(connection)
 let memoryHit = try await row(".http hit, in memory (endpoint.value)", iterations) {
     for _ in 0..<iterations { found &+= try await Item(url, session: memorySession, policy: .http).value.count }
 }
@@ -186,6 +211,10 @@ print("")
 print(
     "SQLite hit through endpoint.value = \(String(format: "%.2f", diskHit / (rawRead + memoryHit)))× "
         + "(raw point read + in-memory hit: \(String(format: "%.2f", rawRead)) + \(String(format: "%.2f", memoryHit)) µs)"
+)
+print(
+    "SQLite hit through endpoint.value = \(String(format: "%.2f", diskHit / (cRead + memoryHit)))× "
+        + "(raw C-level point read + in-memory hit: \(String(format: "%.2f", cRead)) + \(String(format: "%.2f", memoryHit)) µs)"
 )
 print("(checksum \(found))")
 server.shutdown()

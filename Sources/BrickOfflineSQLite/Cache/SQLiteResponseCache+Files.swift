@@ -3,6 +3,7 @@ import BrickOfflineCore
 import Foundation
 import GRDB
 import HTTPTypes
+import Synchronization
 internal import CZlib
 
 /// The cache's rows and files: reading a row back into a response, writing a body file
@@ -10,36 +11,73 @@ internal import CZlib
 extension SQLiteResponseCache {
     /// The response a row holds, or why it holds none: a wrongly typed column, a NULL, a body file
     /// name that is not one this cache made, a body of the wrong size or checksum. Never traps.
-    func response(from row: Row, key: CacheKey) throws(DamagedRow) -> CachedResponse {
-        let bodySize = try StoredColumn(row, "bodySize").integer()
+    func response(from row: CacheReaders.Row, id: Int64, key: CacheKey) throws(DamagedRow) -> CachedResponse {
+        let bodySize = try row[.bodySize].integer()
         let body: Data
-        if let file = try StoredColumn(row, "bodyFile").optionalText() {
+        if let file = try row[.bodyFile].optionalText() {
             guard Self.isBodyFileName(file) else {
                 throw DamagedRow(reason: "damaged row: body file \(file.prefix(60).debugDescription) is not a name this cache made")
             }
             guard let data = FileManager.default.contents(atPath: bodiesDirectory + "/" + file), data.count == bodySize else {
                 throw DamagedRow(reason: "the body file \(file) is missing or of the wrong size")
             }
-            guard let digest = try StoredColumn(row, "bodyDigest").optionalInteger(), digest == Self.digest(data) else {
+            guard let digest = try row[.bodyDigest].optionalInteger(), digest == Self.digest(data) else {
                 throw DamagedRow(reason: "the body file \(file) does not match its checksum")
             }
             body = data
         } else {
-            body = try StoredColumn(row, "body").optionalBytes() ?? Data()
+            body = try row[.body].optionalBytes() ?? Data()
             guard body.count == bodySize else { throw DamagedRow(reason: "damaged row: the body is not of its recorded size") }
         }
-        let status = try StoredColumn(row, "status").integer()
+        let status = try row[.status].integer()
         guard (100...999).contains(status) else { throw DamagedRow(reason: "damaged row: status \(status)") }
+        let requestTime = try row[.requestTime].date()
+        let responseTime = try row[.responseTime].date()
+        let parsed = try parsedHeaders(of: row, id: id, status: Int(status), requestTime: requestTime, responseTime: responseTime)
         return CachedResponse(
             key: key,
-            variant: try StoredColumn(row, "variant").text(),
+            variant: try row[.variant].text(),
             status: Int(status),
-            headerFields: CachedResponse.headerFields(fromRaw: Array(try StoredColumn(row, "headers").bytes())),
+            headerFields: parsed.fields,
+            facts: parsed.facts,
             body: body,
-            url: try StoredColumn(row, "url").text(),
-            requestTime: try StoredColumn(row, "requestTime").date(),
-            responseTime: try StoredColumn(row, "responseTime").date()
+            url: try row[.url].text(),
+            requestTime: requestTime,
+            responseTime: responseTime
         )
+    }
+
+    /// The header fields of the row `id` and the facts the rules read from them: parsed once per
+    /// stored header block and kept (``ParsedHeaders``) — a hit on a row read before compares its
+    /// bytes and times with what was parsed, and parses nothing.
+    private func parsedHeaders(
+        of row: CacheReaders.Row,
+        id: Int64,
+        status: Int,
+        requestTime: Date,
+        responseTime: Date
+    ) throws(DamagedRow) -> (fields: HTTPFields, facts: StoredResponseFacts) {
+        let raw: [UInt8]
+        if let bytes = row.bytes(.headers) {
+            let kept = parsed.withLock { $0[id] }
+            if let kept, kept.status == status, kept.requestTime == requestTime, kept.responseTime == responseTime,
+                kept.raw.elementsEqual(bytes)
+            {
+                return (kept.fields, kept.facts)
+            }
+            raw = [UInt8](bytes)
+        } else {
+            raw = [UInt8](try row[.headers].bytes())
+        }
+        let fields = CachedResponse.headerFields(fromRaw: raw)
+        let facts = StoredResponseFacts(status: status, fields: fields, requestTime: requestTime, responseTime: responseTime)
+        let entry = ParsedHeaders(raw: raw, status: status, requestTime: requestTime, responseTime: responseTime, fields: fields, facts: facts)
+        parsed.withLock { kept in
+            // Bounded: at the bound, what was kept is dropped (rows read again are parsed again).
+            if kept.count >= Self.parsedHeadersKept { kept.removeAll(keepingCapacity: true) }
+            kept[id] = entry
+        }
+        return (fields, facts)
     }
 
     /// Whether `name` is a body file name this cache makes (a lower-case UUID, nothing else): a row

@@ -66,6 +66,8 @@ public final class SQLiteResponseCache: ResponseCache {
     public let maxPendingBytes = 32 * 1024 * 1024
 
     let pool: DatabasePool
+    /// The hits' connections: read-only, their statement prepared once (``CacheReaders``).
+    let readers: CacheReaders
     /// A shared `flock` on `NAME.cache.users`, held while this cache is open: an opener that finds
     /// the file damaged moves it aside only when no other opener holds one.
     private let users: Int32
@@ -78,6 +80,21 @@ public final class SQLiteResponseCache: ResponseCache {
     /// Rows read since their use was last recorded, with when: written by the next store or
     /// `flush()`, never by a read.
     let recentUses = Lock([Int64: Double]())
+    /// The header blocks of rows read, parsed, by row id (``parsedHeadersKept`` at most).
+    let parsed = Lock([Int64: ParsedHeaders]())
+    /// How many parsed header blocks are kept.
+    static let parsedHeadersKept = 512
+
+    /// A row's header block as stored, with what was parsed from it and the status and times
+    /// the facts were computed with: reused only when all of them are the row's again.
+    struct ParsedHeaders: Sendable {
+        var raw: [UInt8]
+        var status: Int
+        var requestTime: Date
+        var responseTime: Date
+        var fields: HTTPFields
+        var facts: StoredResponseFacts
+    }
 
     /// Opens (or creates) the cache `name` in `directory`.
     ///
@@ -142,6 +159,7 @@ public final class SQLiteResponseCache: ResponseCache {
                 }
             }
             pool = opened
+            readers = CacheReaders(path: path)
             recoveredFile = recovered
         } catch {
             if heldUsers >= 0 { close(heldUsers) }
@@ -166,7 +184,9 @@ public final class SQLiteResponseCache: ResponseCache {
     deinit {
         // The connections first (the last one checkpoints, removes the `-wal` file and resets the
         // index), then the lock: an opener that then finds itself alone finds no close under way,
-        // so what it reads as damage is damage.
+        // so what it reads as damage is damage. The read-only connections close before the pool's:
+        // the last connection to close checkpoints, which a read-only one cannot.
+        readers.close()
         try? pool.close()
         if users >= 0 { close(users) }
     }
@@ -179,34 +199,29 @@ public final class SQLiteResponseCache: ResponseCache {
         let overlay = pendingView(for: key)
         var responses = overlay.stores
         if overlay.hidesDisk { return responses }
-        let rows: [Row]
-        do {
-            rows = try pool.read { db in
-                let statement = try db.cachedStatement(
-                    sql: "SELECT * FROM response WHERE cacheKey = ? ORDER BY storedAt DESC, id DESC"
-                )
-                return try Row.fetchAll(statement, arguments: [key.description])
-            }
-        } catch {
-            throw Self.storageError(error, doing: "read \(key)")
-        }
         let now = Date().timeIntervalSince1970
         let overlaid = Set(responses.map(\.variant))
         var used: [Int64] = []
         var damaged: [(id: Int64, reason: String)] = []
-        for row in rows {
-            guard let id = row["id"] as? Int64 else { continue }
-            let response: CachedResponse
-            do {
-                response = try self.response(from: row, key: key)
-            } catch {
-                damaged.append((id, error.reason))
-                continue
+        do {
+            try readers.withConnection { connection in
+                try connection.rows(for: key.description) { row in
+                    guard let id = try? row[.id].integer() else { return }
+                    let response: CachedResponse
+                    do throws(DamagedRow) {
+                        response = try self.response(from: row, id: id, key: key)
+                    } catch {
+                        damaged.append((id, error.reason))
+                        return
+                    }
+                    // A store not written yet replaces what is on disk for its variant.
+                    if overlaid.contains(response.variant) { return }
+                    responses.append(response)
+                    used.append(id)
+                }
             }
-            // A store not written yet replaces what is on disk for its variant.
-            if overlaid.contains(response.variant) { continue }
-            responses.append(response)
-            used.append(id)
+        } catch {
+            throw Self.storageError(error, doing: "read \(key)")
         }
         if !damaged.isEmpty { removeDamaged(damaged, key: key) }
         // Noted in memory only: the next store records it (see `Size` above).

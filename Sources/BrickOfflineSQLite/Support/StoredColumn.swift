@@ -19,6 +19,11 @@ struct StoredColumn {
         value = row[name]
     }
 
+    init(name: String, value: (any DatabaseValueConvertible)?) {
+        self.name = name
+        self.value = value
+    }
+
     private var kind: String {
         switch value {
         case nil: return "NULL"

@@ -54,13 +54,24 @@ package struct CacheControl: Sendable, Hashable {
     ///
     /// - Parameter fields: Request or response header fields.
     package init(_ fields: HTTPFields) {
-        var sawCacheControl = false
-        for field in fields where field.name == .cacheControl {
-            sawCacheControl = true
-            parse(field.value)
+        var cacheControl: [String] = []
+        var pragma: String?
+        for field in fields {
+            if field.name == .cacheControl {
+                cacheControl.append(field.value)
+            } else if field.name == .pragma {
+                pragma = pragma.map { $0 + ", " + field.value } ?? field.value
+            }
         }
-        if !sawCacheControl,
-            let pragma = fields[.pragma], pragma.split(separator: ",").contains(where: { $0.trimmingSpacesAndTabs().lowercased() == "no-cache" })
+        self.init(cacheControl: cacheControl, pragma: pragma)
+    }
+
+    /// The directives of `cacheControl` (the values of every `Cache-Control` field, in order); with
+    /// none, `pragma` (every `Pragma` value, joined) holding `no-cache` reads as `no-cache`.
+    package init(cacheControl: [String], pragma: String?) {
+        for value in cacheControl { parse(value) }
+        if cacheControl.isEmpty, let pragma,
+            pragma.split(separator: ",").contains(where: { $0.trimmingSpacesAndTabs().lowercased() == "no-cache" })
         {
             noCache = true
         }
@@ -104,40 +115,69 @@ package struct CacheControl: Sendable, Hashable {
     /// `name[=token|quoted-string]` items of a `Cache-Control` value, names lowercased; commas
     /// inside quoted strings do not split.
     static func directives(_ value: String) -> [(String, String?)] {
+        // Read from the bytes (every stored response's value is read on every hit): the
+        // delimiters are ASCII, and what lies between them is kept as it came.
         var result: [(String, String?)] = []
-        var item = ""
-        var quoted = false
-        var escaped = false
-        func flush() {
-            let trimmed = item.trimmingSpacesAndTabs()
-            item = ""
-            guard !trimmed.isEmpty else { return }
-            if let equals = trimmed.firstIndex(of: "=") {
-                let name = trimmed[..<equals].trimmingSpacesAndTabs().lowercased()
-                var argument = trimmed[trimmed.index(after: equals)...].trimmingSpacesAndTabs()
-                if argument.count >= 2, argument.hasPrefix("\""), argument.hasSuffix("\"") {
-                    argument = String(argument.dropFirst().dropLast()).replacing("\\", with: "")
+        var value = value
+        value.withUTF8 { bytes in
+            var start = 0
+            var quoted = false
+            var escaped = false
+            for index in 0...bytes.count {
+                if index < bytes.count {
+                    let byte = bytes[index]
+                    if escaped {
+                        escaped = false
+                        continue
+                    }
+                    if quoted && byte == UInt8(ascii: "\\") {
+                        escaped = true
+                        continue
+                    }
+                    if byte == UInt8(ascii: "\"") {
+                        quoted.toggle()
+                        continue
+                    }
+                    if byte != UInt8(ascii: ",") || quoted { continue }
                 }
-                result.append((name, argument))
-            } else {
-                result.append((trimmed.lowercased(), nil))
+                if let directive = directive(UnsafeBufferPointer(rebasing: bytes[start..<index])) { result.append(directive) }
+                start = index + 1
             }
         }
-        for character in value {
-            if escaped {
-                escaped = false
-            } else if quoted && character == "\\" {
-                escaped = true
-            } else if character == "\"" {
-                quoted.toggle()
-            } else if character == "," && !quoted {
-                flush()
-                continue
-            }
-            item.append(character)
-        }
-        flush()
         return result
+    }
+
+    /// One `name[=argument]` item: the name trimmed and lower-cased, the argument trimmed and
+    /// unquoted (its backslashes dropped); `nil` for an empty item.
+    private static func directive(_ item: UnsafeBufferPointer<UInt8>) -> (String, String?)? {
+        let item = trimmed(item)
+        guard !item.isEmpty else { return nil }
+        guard let equals = item.firstIndex(of: UInt8(ascii: "=")) else { return (lowercased(item), nil) }
+        let name = lowercased(trimmed(UnsafeBufferPointer(rebasing: item[..<equals])))
+        let argument = trimmed(UnsafeBufferPointer(rebasing: item[(equals + 1)...]))
+        if argument.count >= 2, argument.first == UInt8(ascii: "\""), argument.last == UInt8(ascii: "\"") {
+            let inner = argument[1..<(argument.count - 1)].filter { $0 != UInt8(ascii: "\\") }
+            return (name, String(decoding: inner, as: UTF8.self))
+        }
+        return (name, String(decoding: argument, as: UTF8.self))
+    }
+
+    private static func trimmed(_ bytes: UnsafeBufferPointer<UInt8>) -> UnsafeBufferPointer<UInt8> {
+        var start = 0
+        var end = bytes.count
+        while start < end && (bytes[start] == 0x20 || bytes[start] == 0x09) { start += 1 }
+        while end > start && (bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09) { end -= 1 }
+        return UnsafeBufferPointer(rebasing: bytes[start..<end])
+    }
+
+    /// ASCII letters lower-cased; every other byte as it is.
+    private static func lowercased(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: bytes.count) { buffer in
+            for (index, byte) in bytes.enumerated() {
+                buffer[index] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+            }
+            return bytes.count
+        }
     }
 }
 

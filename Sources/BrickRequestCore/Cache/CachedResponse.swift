@@ -114,6 +114,33 @@ public struct CachedResponse: Sendable {
         requestTime: Date,
         responseTime: Date
     ) {
+        self.init(
+            key: key,
+            variant: variant,
+            status: status,
+            headerFields: headerFields,
+            facts: StoredResponseFacts(status: status, fields: headerFields, requestTime: requestTime, responseTime: responseTime),
+            body: body,
+            url: url,
+            requestTime: requestTime,
+            responseTime: responseTime
+        )
+    }
+
+    /// Creates a stored response whose ``facts`` were computed before from the same header fields,
+    /// status and times (a store that keeps what it parsed: ``StoredResponseFacts`` depends on
+    /// nothing else).
+    package init(
+        key: CacheKey,
+        variant: String,
+        status: Int,
+        headerFields: HTTPFields,
+        facts: StoredResponseFacts,
+        body: Data,
+        url: String,
+        requestTime: Date,
+        responseTime: Date
+    ) {
         self.key = key
         self.variant = variant
         self.status = status
@@ -122,12 +149,7 @@ public struct CachedResponse: Sendable {
         self.url = url
         self.requestTime = requestTime
         self.responseTime = responseTime
-        self.facts = StoredResponseFacts(
-            status: status,
-            fields: headerFields,
-            requestTime: requestTime,
-            responseTime: responseTime
-        )
+        self.facts = facts
     }
 
     /// Whether a `304` with these header fields confirms this response (RFC 9111 §4.3.4:
@@ -217,24 +239,27 @@ package struct StoredResponseFacts: Sendable, Hashable {
     package var varyNames: [HTTPField.Name]?
 
     package init(status: Int, fields: HTTPFields, requestTime: Date, responseTime: Date) {
-        control = CacheControl(fields)
+        // One walk over the fields for all the rules read (a lookup by name walks them all, each time).
+        var read = RuleFields()
+        for field in fields { read.note(field) }
+        control = CacheControl(cacheControl: read.cacheControl, pragma: read.pragma)
         self.responseTime = responseTime
-        let date = fields[.date].flatMap { HTTPDate.parse($0, now: responseTime) }
+        let date = read.date.flatMap { HTTPDate.parse($0, now: responseTime) }
         // The first value of the first `Age` line (RFC 9111 §5.1); one too large counts as 2^31.
-        let ageValue = fields[values: .age].first
+        let ageValue = read.age
             .flatMap { $0.split(separator: ",", omittingEmptySubsequences: false).first?.trimmingSpacesAndTabs().deltaSecondsValue }
             .map { Duration.seconds($0) } ?? .zero
         let apparentAge = max(.zero, Duration.seconds(responseTime.timeIntervalSince(date ?? responseTime)))
         let responseDelay = max(.zero, Duration.seconds(responseTime.timeIntervalSince(requestTime)))
         initialAge = max(apparentAge, ageValue + responseDelay)
-        entityTag = fields[.eTag]
-        lastModified = fields[.lastModified]
+        entityTag = read.entityTag
+        lastModified = read.lastModified
         isHeuristic = false
         if control.hasInvalidFreshness {
             lifetime = .zero
         } else if let maxAge = control.maxAge {
             lifetime = maxAge
-        } else if let expires = fields[.expires] {
+        } else if let expires = read.expires {
             // An invalid date ("0") means already expired (RFC 9111 §5.3).
             let expiry = HTTPDate.parse(expires, now: responseTime)
             lifetime = expiry.map { max(.zero, Duration.seconds($0.timeIntervalSince(date ?? responseTime))) } ?? .zero
@@ -248,14 +273,51 @@ package struct StoredResponseFacts: Sendable, Hashable {
         } else {
             lifetime = .zero
         }
-        varyNames = Self.varyNames(in: fields)
+        varyNames = Self.varyNames(inValues: read.vary)
+    }
+
+    /// The values of the fields the rules read, gathered in one walk: a field given on several
+    /// lines reads as its values joined by `, ` (as `HTTPFields`' subscript joins them).
+    private struct RuleFields {
+        var cacheControl: [String] = []
+        var pragma: String?
+        var date: String?
+        /// The first `Age` line only.
+        var age: String?
+        var entityTag: String?
+        var lastModified: String?
+        var expires: String?
+        var vary: [String] = []
+
+        mutating func note(_ field: HTTPField) {
+            switch field.name {
+            case .cacheControl: cacheControl.append(field.value)
+            case .date: Self.join(&date, field.value)
+            case .age: if age == nil { age = field.value }
+            case .eTag: Self.join(&entityTag, field.value)
+            case .lastModified: Self.join(&lastModified, field.value)
+            case .expires: Self.join(&expires, field.value)
+            case .vary: vary.append(field.value)
+            case .pragma: Self.join(&pragma, field.value)
+            default: break
+            }
+        }
+
+        private static func join(_ existing: inout String?, _ value: String) {
+            existing = existing.map { $0 + ", " + value } ?? value
+        }
     }
 
     /// The request fields named by `Vary` in `fields` (lowercase, each once, in order); `nil` for
     /// `Vary: *`, which no request matches.
     package static func varyNames(in fields: HTTPFields) -> [HTTPField.Name]? {
+        varyNames(inValues: fields[values: .vary])
+    }
+
+    /// The request fields named by the `Vary` values `values`; `nil` for `*`.
+    private static func varyNames(inValues values: some Sequence<String>) -> [HTTPField.Name]? {
         var names: [HTTPField.Name] = []
-        for value in fields[values: .vary] {
+        for value in values {
             for item in value.split(separator: ",") {
                 let text = item.trimmingSpacesAndTabs()
                 if text == "*" { return nil }

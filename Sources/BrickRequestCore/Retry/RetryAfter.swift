@@ -31,6 +31,65 @@ enum HTTPDate {
     /// The date `text` names, or `nil` when it is not an HTTP-date. `now` resolves the two-digit
     /// year of the RFC 850 form (a year more than 50 years ahead is taken from the last century).
     static func parse(_ text: String, now: Date) -> Date? {
+        // Every cached response's `Date` is read on every hit: its usual form first, from bytes.
+        if let date = text.utf8.withContiguousStorageIfAvailable(fixdate) ?? nil { return date }
+        return parseAnyForm(text, now: now)
+    }
+
+    /// The exact IMF-fixdate layout, `Sun, 06 Nov 1994 08:49:37 GMT` (names in any case), read
+    /// from its bytes; `nil` for anything else — which ``parseAnyForm(_:now:)`` then reads, so the
+    /// two agree on every text this accepts (a property test holds them to it).
+    package static func fixdate(_ bytes: UnsafeBufferPointer<UInt8>) -> Date? {
+        guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20,
+            bytes[16] == 0x20, bytes[19] == UInt8(ascii: ":"), bytes[22] == UInt8(ascii: ":"), bytes[25] == 0x20,
+            let dayName = lowercased3(bytes, 0), dayKeys.contains(dayName),
+            let monthName = lowercased3(bytes, 8), let monthIndex = monthKeys.firstIndex(of: monthName),
+            lowercased3(bytes, 26) == gmtKey,
+            let day = digits(bytes, 5, 2), let year = digits(bytes, 12, 4), let hour = digits(bytes, 17, 2),
+            let minute = digits(bytes, 20, 2), let second = digits(bytes, 23, 2)
+        else { return nil }
+        let month = monthIndex + 1
+        guard year >= 1, (1...daysIn(month: month, year: year)).contains(day), hour <= 23, minute <= 59, second <= 60 else {
+            return nil
+        }
+        let days = daysSinceEpoch(year: year, month: month, day: day)
+        return Date(timeIntervalSince1970: Double(((days * 24 + hour) * 60 + minute) * 60 + second))
+    }
+
+    /// Three ASCII letters at `offset`, lower-cased and packed; `nil` if any is not a letter.
+    @inline(__always)
+    private static func lowercased3(_ bytes: UnsafeBufferPointer<UInt8>, _ offset: Int) -> UInt32? {
+        var packed: UInt32 = 0
+        for index in offset..<offset + 3 {
+            let lower = bytes[index] | 0x20
+            guard lower >= UInt8(ascii: "a"), lower <= UInt8(ascii: "z") else { return nil }
+            packed = packed << 8 | UInt32(lower)
+        }
+        return packed
+    }
+
+    /// `count` decimal digits at `offset` as a number; `nil` if any is not a digit.
+    @inline(__always)
+    private static func digits(_ bytes: UnsafeBufferPointer<UInt8>, _ offset: Int, _ count: Int) -> Int? {
+        var value = 0
+        for index in offset..<offset + count {
+            let digit = bytes[index] &- UInt8(ascii: "0")
+            guard digit <= 9 else { return nil }
+            value = value * 10 + Int(digit)
+        }
+        return value
+    }
+
+    private static func key(_ name: String) -> UInt32 {
+        name.utf8.reduce(0) { $0 << 8 | UInt32($1) }
+    }
+
+    private static let dayKeys = dayNames.map { key($0) }
+    private static let monthKeys = months.map { key($0) }
+    private static let gmtKey = key("gmt")
+
+    /// Every form RFC 9110 §5.6.7 allows, from the text's tokens.
+    package static func parseAnyForm(_ text: String, now: Date) -> Date? {
         let tokens = text.split(separator: " ", omittingEmptySubsequences: true).map { $0.lowercased() }
         let day: Int?
         let month: Int?

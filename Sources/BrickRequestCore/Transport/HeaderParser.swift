@@ -4,7 +4,9 @@ import HTTPTypes
 /// that are not valid fields are skipped.
 package enum HeaderParser {
     package static func fields(from raw: [UInt8]) -> HTTPFields {
-        var fields = HTTPFields()
+        // Gathered in an array and handed over at once: `HTTPFields.append` goes through a generic
+        // `replaceSubrange` per field that the compiler cannot specialize across modules.
+        var fields: [HTTPField] = []
         raw.withUnsafeBufferPointer { buffer in
             var lineStart = 0
             let count = buffer.count
@@ -33,7 +35,7 @@ package enum HeaderParser {
                 lineStart = lineEnd + 1
             }
         }
-        return fields
+        return HTTPFields(fields)
     }
 
     /// Space, tab and the control bytes a field value may not hold (NUL, CR, DEL…).
