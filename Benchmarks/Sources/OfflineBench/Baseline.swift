@@ -13,9 +13,17 @@ enum RawSQLite {
         let url = URL(fileURLWithPath: path)
         let name = url.deletingPathExtension().lastPathComponent
         _ = try SQLiteOfflineStore(name: name, directory: url.deletingLastPathComponent())
-        var configuration = Configuration()
-        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = \(synchronous)") }
-        return try DatabasePool(path: path, configuration: configuration)
+        let pool = try DatabasePool(path: path)
+        // Set on the writer once the pool is made, and read back: a `prepareDatabase` setting is
+        // reset to NORMAL on a DatabasePool's writer (GRDB 7), which made this baseline's FULL a
+        // NORMAL until 2026-11-28, as it did the store's own.
+        let level = try pool.writeWithoutTransaction { db -> Int in
+            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+            return try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1
+        }
+        let expected = ["OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3][synchronous.uppercased()]
+        guard level == expected else { fatalError("synchronous is \(level), not \(synchronous)") }
+        return pool
     }
 
     /// As ``adds(at:synchronous:total:perCommit:payload:)`` with one row per commit, each through
