@@ -3,6 +3,7 @@ public import CoreMetrics
 import FoundationEssentials
 import HTTPTypes
 import Synchronization
+import Glibc
 
 /// Records a session's requests through swift-metrics, with OpenTelemetry's names for HTTP
 /// clients. The library only emits; the process bootstraps a backend (Prometheus, OpenTelemetry)
@@ -32,25 +33,63 @@ import Synchronization
 /// `revalidated` or `fallback` for `BrickRequest.CachedResponseType` endpoints; both with
 /// `server.address`, `server.port`.
 ///
-/// With no backend bootstrapped, a request costs nothing more: the instrument declines it.
+/// With no backend bootstrapped, a request costs nothing more: the instrument declines it. Having
+/// found none, it looks again at most once a second (reading the process's factory takes a lock):
+/// bootstrap the backend before the first request, as swift-metrics asks, or its metrics start
+/// within a second of `MetricsSystem.bootstrap`.
 public struct MetricsInstrument: RequestInstrument {
     private let factory: (any MetricsFactory)?
 
     /// Creates the instrument.
     ///
     /// - Parameter factory: Where metrics go; `nil` (the default) for the process's
-    ///   (`MetricsSystem.factory`), read when each request begins.
+    ///   (`MetricsSystem.factory`), read when each request begins (see above for a process that
+    ///   has none yet).
     public init(factory: (any MetricsFactory)? = nil) {
         self.factory = factory
+        hasOwnFactory = factory != nil
     }
+
+    /// Whether ``factory`` is set: asked without copying the existential out.
+    private let hasOwnFactory: Bool
 
     /// Observes a request when a backend is at work; otherwise declines it.
     public func observe(_ request: TransportRequest, operation: String?) -> (any RequestObserver)? {
-        let factory = self.factory ?? MetricsSystem.factory
-        // A type comparison, not a cast: this runs for every request of an application that
-        // exports nothing.
-        if ObjectIdentifier(type(of: factory)) == ObjectIdentifier(NOOPMetricsHandler.self) { return nil }
+        guard hasOwnFactory else {
+            guard let process = ProcessFactory.current() else { return nil }
+            return RequestMetrics(factory: process, request: request, operation: operation)
+        }
+        // A type comparison, not a cast: this runs for every request.
+        guard let factory, ObjectIdentifier(type(of: factory)) != ObjectIdentifier(NOOPMetricsHandler.self) else { return nil }
         return RequestMetrics(factory: factory, request: request, operation: operation)
+    }
+}
+
+/// The process's metrics factory as instruments read it: `nil` while none is bootstrapped — a
+/// verdict kept for a second (on the coarse monotonic clock: a few nanoseconds to read), so that
+/// an application that exports nothing pays no lock per request. A bootstrapped factory is read
+/// each time (`MetricsSystem.bootstrap` happens once; the read is then the backend's cost anyway).
+enum ProcessFactory {
+    /// Until when (coarse monotonic nanoseconds) the process is known to have no backend; 0: unknown.
+    private static let noneUntil = Atomic<UInt64>(0)
+    /// How long a "none" verdict is kept.
+    static let recheckNanoseconds: UInt64 = 1_000_000_000
+
+    static func current() -> (any MetricsFactory)? {
+        let now = coarseNanoseconds()
+        if now < noneUntil.load(ordering: .relaxed) { return nil }
+        let factory = MetricsSystem.factory
+        guard ObjectIdentifier(type(of: factory)) != ObjectIdentifier(NOOPMetricsHandler.self) else {
+            noneUntil.store(now + recheckNanoseconds, ordering: .relaxed)
+            return nil
+        }
+        return factory
+    }
+
+    private static func coarseNanoseconds() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 }
 

@@ -36,13 +36,18 @@ public struct TracingInstrument: RequestInstrument {
     ///   (`InstrumentationSystem.bootstrap`), read when each request begins.
     public init(tracer: (any Tracer)? = nil) {
         self.tracer = tracer
+        hasOwnTracer = tracer != nil
     }
+
+    /// Whether ``tracer`` is set: asked without copying the existential out.
+    private let hasOwnTracer: Bool
 
     /// Observes a request when a tracer is at work; otherwise declines it.
     public func observe(_ request: TransportRequest, operation: String?) -> (any RequestObserver)? {
         // Type comparisons, not casts, first: this runs for every request of an application that
-        // traces nothing.
-        if self.tracer == nil,
+        // traces nothing. (The process's instrument is read every time: `withTracer` binds one to
+        // a task, which no cached verdict could see.)
+        if !hasOwnTracer,
             ObjectIdentifier(type(of: InstrumentationSystem.instrument)) == ObjectIdentifier(NoOpInstrument.self)
         {
             return nil
