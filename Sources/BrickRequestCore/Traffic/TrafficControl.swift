@@ -89,9 +89,10 @@ package final class TrafficControl: Sendable {
 
     private struct State {
         var hosts: [String: HostSlot] = [:]
-        /// The host of the last new attempt: most sessions talk to one host, and comparing a
-        /// short key costs less than hashing it.
-        var recent: (key: [UInt8], slot: HostSlot)?
+        /// The host of the last new attempt, by its authority as that request's URL spelled it:
+        /// most sessions talk to one host, and comparing a few bytes costs less than making and
+        /// hashing its key.
+        var recent: (authority: [UInt8], isHTTPS: Bool?, slot: HostSlot)?
         /// Waiters for a slot that suspended, by number.
         var line: [UInt64: UnsafeContinuation<Bool, Never>] = [:]
         /// Waiters handed a slot before they suspended.
@@ -461,7 +462,9 @@ package final class TrafficControl: Sendable {
 
     /// The host's slot, made (with its policy) the first time the host is seen.
     private func slot(for request: TransportRequest, in state: inout State, at now: Duration) -> HostSlot {
-        if let recent = state.recent, request.hasTrafficKey(recent.key) { return recent.slot }
+        if let recent = state.recent, request.hasSpelledAuthority(recent.authority, isHTTPS: recent.isHTTPS) {
+            return recent.slot
+        }
         let key = request.trafficKey
         let slot: HostSlot
         if let known = state.hosts[key] {
@@ -470,7 +473,8 @@ package final class TrafficControl: Sendable {
             slot = HostSlot(key: key, HostTraffic(policy: policy(forKey: key), at: now))
             state.hosts[key] = slot
         }
-        state.recent = (Array(key.utf8), slot)
+        let spelled = request.spelledAuthority
+        state.recent = (spelled.bytes, spelled.isHTTPS, slot)
         return slot
     }
 

@@ -1,5 +1,6 @@
 // Over 450 lines: the request's validation (URL, header injection, sizes) stays with the type it guards; most of it is documentation.
 import FoundationEssentials
+import Glibc
 public import HTTPTypes
 
 /// A fully rendered HTTP request, ready for a ``Transport``: head, body and per-request options.
@@ -282,26 +283,21 @@ public struct TransportRequest: Sendable {
         }
     }
 
-    /// Whether ``trafficKey``'s bytes are `key` (compared in place, ASCII case ignored, without
-    /// making the key).
-    package func hasTrafficKey(_ key: [UInt8]) -> Bool {
-        withAuthorityBytes { authority, isHTTPS in
-            let parts = Self.trafficKeyParts(authority, isHTTPS: isHTTPS)
-            guard parts.length == key.count else { return false }
-            var position = 0
-            for index in parts.host {
-                if Self.lowercased(authority[index]) != key[position] { return false }
-                position &+= 1
+    /// The authority's bytes as the URL spells them, and whether the scheme is `https`: requests
+    /// with the same ones have the same ``trafficKey`` (a lookup that finds the last host again by
+    /// comparing these bytes skips the key's normalization).
+    package var spelledAuthority: (bytes: [UInt8], isHTTPS: Bool?) {
+        withAuthorityBytes { authority, isHTTPS in (Array(authority), isHTTPS) }
+    }
+
+    /// Whether ``spelledAuthority`` is `bytes` and `isHTTPS`: compared in place.
+    package func hasSpelledAuthority(_ bytes: [UInt8], isHTTPS: Bool?) -> Bool {
+        withAuthorityBytes { authority, scheme in
+            guard scheme == isHTTPS, authority.count == bytes.count else { return false }
+            guard let start = authority.baseAddress else { return true }
+            return bytes.withUnsafeBufferPointer { other in
+                other.baseAddress.map { memcmp($0, start, authority.count) == 0 } ?? false
             }
-            if let port = parts.port {
-                if key[position] != UInt8(ascii: ":") { return false }
-                position &+= 1
-                for index in port {
-                    if authority[index] != key[position] { return false }
-                    position &+= 1
-                }
-            }
-            return true
         }
     }
 

@@ -460,8 +460,11 @@ struct ManyHostsTests {
     func hostKeys(url: String, key: String) throws {
         let request = try TransportRequest(method: .get, url: url)
         #expect(request.trafficKey == key)
-        #expect(request.hasTrafficKey(Array(key.utf8)))
-        #expect(!request.hasTrafficKey(Array((key + "x").utf8)))
+        // The last host is found again by its authority as spelled (the same spelling, the same key).
+        let spelled = request.spelledAuthority
+        #expect(request.hasSpelledAuthority(spelled.bytes, isHTTPS: spelled.isHTTPS))
+        #expect(!request.hasSpelledAuthority(spelled.bytes + [UInt8(ascii: "x")], isHTTPS: spelled.isHTTPS))
+        #expect(!request.hasSpelledAuthority(spelled.bytes, isHTTPS: !(spelled.isHTTPS ?? false)))
     }
 
     @Test("a concurrency cap of 1 holds across spellings of one host")
