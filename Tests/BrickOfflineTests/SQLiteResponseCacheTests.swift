@@ -406,6 +406,53 @@ struct SQLiteResponseCacheTests {
         #expect(try cache.cachedResponses(for: key("http://h/huge")).isEmpty)
     }
 
+    @Test("8 threads reading 16 keys while their responses are stored again and again: every read is one whole response, its body the one its header fields name")
+    func concurrentReadsWhileStoring() async throws {
+        let path = NSTemporaryDirectory() + "brick-cache-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let cache = try SQLiteResponseCache(name: "concurrent", directory: URL(fileURLWithPath: path))
+        func response(_ index: Int, version: Int) -> CachedResponse {
+            let url = "http://h/\(index)"
+            var fields = HTTPFields()
+            fields[.eTag] = "\"\(index)-\(version)\""
+            fields[.cacheControl] = "max-age=\(version)"
+            return CachedResponse(
+                key: key(url), variant: "", status: 200, headerFields: fields,
+                body: Data("\(index)-\(version)|".utf8 + Array(repeating: UInt8(version % 251), count: 100 + version)),
+                url: url, requestTime: Date(), responseTime: Date()
+            )
+        }
+        for index in 0..<16 { try cache.store(response(index, version: 0)) }
+        try cache.flush()
+        let writer = Task.detached {
+            for version in 1...60 {
+                for index in 0..<16 { try cache.store(response(index, version: version)) }
+                try cache.flush()  // each round reaches the file, where the readers read it
+            }
+        }
+        let readers = (0..<8).map { reader in
+            Task.detached { () throws -> Int in
+                var reads = 0
+                for round in 0..<400 {
+                    let index = (reader * 7 + round) % 16
+                    let read = try #require(try cache.cachedResponses(for: key("http://h/\(index)")).first)
+                    let tag = try #require(read.headerFields[.eTag])
+                    let version = try #require(Int(tag.dropFirst().dropLast().split(separator: "-")[1]))
+                    #expect(read.body == response(index, version: version).body, "\(tag)")
+                    #expect(read.facts.lifetime == .seconds(version), "\(tag)")
+                    reads += 1
+                }
+                return reads
+            }
+        }
+        var total = 0
+        for reader in readers { total += try await reader.value }
+        try await writer.value
+        #expect(total == 8 * 400)
+        #expect(cache.damagedRowsRemoved == 0)
+        #expect(try cache.integrityCheck() == "ok")
+    }
+
     @Test("a read writes nothing; the uses it noted are recorded by the next store or flush")
     func readsWriteNothing() throws {
         let path = NSTemporaryDirectory() + "brick-cache-" + UUID().uuidString
