@@ -47,6 +47,17 @@ extension SQLiteResponseCache {
         )
     }
 
+    /// A row's header block as stored, with what was parsed from it and the status and times
+    /// the facts were computed with: reused only when all of them are the row's again.
+    struct ParsedHeaders: Sendable {
+        var raw: [UInt8]
+        var status: Int
+        var requestTime: Date
+        var responseTime: Date
+        var fields: HTTPFields
+        var facts: StoredResponseFacts
+    }
+
     /// The header fields of the row `id` and the facts the rules read from them: parsed once per
     /// stored header block and kept (``ParsedHeaders``) — a hit on a row read before compares its
     /// bytes and times with what was parsed, and parses nothing.

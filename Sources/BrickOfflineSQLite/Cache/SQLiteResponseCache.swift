@@ -85,17 +85,6 @@ public final class SQLiteResponseCache: ResponseCache {
     /// How many parsed header blocks are kept.
     static let parsedHeadersKept = 512
 
-    /// A row's header block as stored, with what was parsed from it and the status and times
-    /// the facts were computed with: reused only when all of them are the row's again.
-    struct ParsedHeaders: Sendable {
-        var raw: [UInt8]
-        var status: Int
-        var requestTime: Date
-        var responseTime: Date
-        var fields: HTTPFields
-        var facts: StoredResponseFacts
-    }
-
     /// Opens (or creates) the cache `name` in `directory`.
     ///
     /// - Parameters:
