@@ -411,7 +411,7 @@ struct SQLiteResponseCacheTests {
         let path = NSTemporaryDirectory() + "brick-cache-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: path) }
         let cache = try SQLiteResponseCache(name: "concurrent", directory: URL(fileURLWithPath: path))
-        func response(_ index: Int, version: Int) -> CachedResponse {
+        @Sendable func response(_ index: Int, version: Int) -> CachedResponse {
             let url = "http://h/\(index)"
             var fields = HTTPFields()
             fields[.eTag] = "\"\(index)-\(version)\""
