@@ -312,9 +312,12 @@ struct OfflineRequestManagerTests {
     func longAttemptKeepsItsLease(kind: StoreKind) async throws {
         try await withStorePlace(kind) { place in
             MockRequest.board = MockBoard()
-            MockRequest.board.set("long") { $0.runsFor = .milliseconds(1500) }
+            // A lease of 600 ms, extended every 200 ms, under a run of 2.5 s: a loaded machine (a whole
+            // suite, a PostgreSQL server on the same two cores) delayed one extension of a 300 ms
+            // lease past its end once.
+            MockRequest.board.set("long") { $0.runsFor = .milliseconds(2500) }
             let manager = try await Self.manager(place, cap: 4)
-            manager.leaseDuration = .milliseconds(300)
+            manager.leaseDuration = .milliseconds(600)
             let events = manager.events
             try await manager.queueRequest(MockRequest(name: "long"))
             // Others queued while it runs wake the loop, which leases whatever is due.
