@@ -156,27 +156,39 @@ extension Session {
     /// The first attempt of a callback request, once the host's policy decided: started, or its
     /// refusal delivered (through the same path as a transport failure).
     private func begin(
-        _ admission: Result<TrafficControl.Ticket, TransportError>,
+        _ admission: consuming Result<TrafficControl.Ticket, TransportError>,
         _ prepared: consuming PreparedRequest,
         request: TransportRequest,
         lifecycle: RequestLifecycle,
         startedAt: Duration? = nil,
         handler: @escaping @Sendable (Outcome) -> Void
     ) {
-        let ticket = (try? admission.get()) ?? .untracked
+        // Consumed: the ticket moves into the exchange instead of being copied out of the result.
+        let refusal: TransportError?
+        let ticket: TrafficControl.Ticket
+        switch consume admission {
+        case .success(let admitted):
+            ticket = admitted
+            refusal = nil
+        case .failure(let error):
+            ticket = .untracked
+            refusal = error
+        }
+        // Traffic control read the clock when it admitted the first attempt: no second read.
+        let started = startedAt ?? (ticket.isTracked ? ticket.admittedAt : clock.elapsed())
         let exchange = Exchange(
             session: self,
             prepared: prepared,
             request: request,
             lifecycle: lifecycle,
             ticket: ticket,
-            // Traffic control read the clock when it admitted the first attempt: no second read.
-            startedAt: startedAt ?? (ticket.isTracked ? ticket.admittedAt : clock.elapsed()),
+            startedAt: started,
             handler: handler
         )
-        switch admission {
-        case .success: exchange.start()
-        case .failure(let error): exchange.attemptDidEnd(.failure(error))
+        if let refusal {
+            exchange.attemptDidEnd(.failure(refusal))
+        } else {
+            exchange.start()
         }
     }
 

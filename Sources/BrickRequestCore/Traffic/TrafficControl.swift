@@ -338,7 +338,8 @@ package final class TrafficControl: Sendable {
         }
         ticket.progress = progress
         hand(handedTo)
-        publish(changes, key: ticket.key)
+        // The key is made only when there is something to say (most outcomes change nothing).
+        if !changes.isEmpty { publish(changes, key: ticket.key) }
     }
 
     // MARK: - Outcomes
