@@ -38,7 +38,7 @@ final class CacheReaders: Sendable {
     }
 
     /// One read-only connection and its prepared statement.
-    final class Connection: @unchecked Sendable {  // used by one thread at a time: held only between `take` and `giveBack`, under `idle`'s lock otherwise
+    final class Connection: @unchecked Sendable {  // one thread at a time: `withConnection` holds it, `idle`'s lock guards it otherwise
         static let hitSQL = """
             SELECT id, variant, status, headers, body, bodyFile, bodyDigest, bodySize, url, requestTime, responseTime
             FROM response WHERE cacheKey = ?1 ORDER BY storedAt DESC, id DESC
@@ -76,10 +76,8 @@ final class CacheReaders: Sendable {
         /// Runs the hit's statement for `key`, calling `row` for each row (the statement positioned
         /// on it); the statement is reset after, which ends the read's snapshot.
         func rows(for key: String, _ row: (Row) throws -> Void) throws {
-            defer {
-                sqlite3_reset(hit)
-                sqlite3_clear_bindings(hit)
-            }
+            // Reset after (ending the read's snapshot); the key is bound anew on every call.
+            defer { sqlite3_reset(hit) }
             let bound = key.withCString { sqlite3_bind_text(hit, 1, $0, -1, SQLITE_TRANSIENT) }
             guard bound == SQLITE_OK else { throw Self.error(bound, handle) }
             while true {
