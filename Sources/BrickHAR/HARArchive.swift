@@ -1,4 +1,4 @@
-public import BrickRequestCore
+import BrickRequestCore
 public import FoundationEssentials
 import HTTPTypes
 

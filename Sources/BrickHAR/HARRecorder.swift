@@ -1,5 +1,5 @@
 public import BrickRequestCore
-public import FoundationEssentials
+import FoundationEssentials
 import Synchronization
 
 /// A flight recorder for production: keeps a session's last exchanges — bounded in number and

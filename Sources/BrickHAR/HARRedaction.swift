@@ -1,4 +1,4 @@
-public import HTTPTypes
+import HTTPTypes
 
 /// What is taken out of an exchange before it is kept: the values of credential header fields
 /// and of named query parameters, replaced by `REDACTED`. A replay matches a recorded `REDACTED`

@@ -1,4 +1,4 @@
-public import FoundationEssentials
+import FoundationEssentials
 public import HTTPTypes
 
 /// Which parts of a request must equal a recorded one's for the recording to answer it.

@@ -1,5 +1,5 @@
 public import BrickHAR
-public import BrickRequest
+import BrickRequest
 import FoundationEssentials
 import Synchronization
 public import Testing

@@ -126,7 +126,7 @@ package enum RequestRenderer {
                 url: url,
                 headers: headers,
                 body: body,
-                options: options
+                options: consume options
             )
         } catch {
             throw BrickError.transport(error)

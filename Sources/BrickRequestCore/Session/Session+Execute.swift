@@ -95,19 +95,15 @@ extension Session {
         lifecycle: RequestLifecycle,
         handler: @escaping @Sendable (Outcome) -> Void
     ) {
-        let request: TransportRequest
-        switch admit(prepared, lifecycle: lifecycle) {
-        case .proceed(let rendered):
-            request = rendered
-        case .finished(let response):
-            guard let response else {
+        let admitted = admit(prepared, lifecycle: lifecycle) { outcome in
+            guard let outcome else {
                 logger.warning("resume() on a request that already ran or was cancelled; ignored")
                 return
             }
-            callbacks.submit { handler(response) }
-            return
+            callbacks.submit { handler(outcome) }
         }
-        if let caching = prepared.caching {
+        guard let request = admitted else { return }
+        if prepared.isCached, let caching = prepared.caching {
             // The cache's store and rules run around the exchange, in a task.
             let prepared = copy prepared
             Task { [self] in
@@ -134,46 +130,40 @@ extension Session {
             return
         }
         willStart(request, prepared)
-        // Consumed: a copy of the step copies its ticket (and the request the ticket holds).
-        let step = traffic.step(traffic.ticket(for: request, kind: .first))
-        switch consume step {
-        case .proceed(let ticket):
-            begin(.success(ticket), consume prepared, request: request, lifecycle: lifecycle, handler: handler)
+        // The ticket stays here while the host's policy decides, then moves into the exchange.
+        var ticket = traffic.ticket(for: request, kind: .first)
+        switch traffic.advance(&ticket) {
+        case .proceed:
+            begin(ticket, refusal: nil, prepared, request: request, lifecycle: lifecycle, handler: handler)
         case .refuse(let error):
-            begin(.failure(error), consume prepared, request: request, lifecycle: lifecycle, handler: handler)
-        case .wait(let ticket, let admission):
+            begin(.untracked, refusal: error, prepared, request: request, lifecycle: lifecycle, handler: handler)
+        case .wait(let admission):
             // The host's policy makes the first attempt wait: in a task. The call's time runs from
             // now, the wait included.
             let prepared = copy prepared
             let arrived = ticket.admittedAt
-            Task { [self] in
-                let admitted = await traffic.admit(continuing: ticket, from: admission, lifecycle: lifecycle)
-                begin(admitted, prepared, request: request, lifecycle: lifecycle, startedAt: arrived, handler: handler)
+            Task { [self, ticket] in
+                switch await traffic.admit(continuing: ticket, from: admission, lifecycle: lifecycle) {
+                case .success(let admitted):
+                    begin(admitted, refusal: nil, prepared, request: request, lifecycle: lifecycle, startedAt: arrived, handler: handler)
+                case .failure(let error):
+                    begin(.untracked, refusal: error, prepared, request: request, lifecycle: lifecycle, startedAt: arrived, handler: handler)
+                }
             }
         }
     }
 
-    /// The first attempt of a callback request, once the host's policy decided: started, or its
-    /// refusal delivered (through the same path as a transport failure).
+    /// The first attempt of a callback request, once the host's policy decided: started with
+    /// `ticket`, or its `refusal` delivered (through the same path as a transport failure).
     private func begin(
-        _ admission: consuming Result<TrafficControl.Ticket, TransportError>,
+        _ ticket: consuming TrafficControl.Ticket,
+        refusal: TransportError?,
         _ prepared: consuming PreparedRequest,
         request: TransportRequest,
         lifecycle: RequestLifecycle,
         startedAt: Duration? = nil,
         handler: @escaping @Sendable (Outcome) -> Void
     ) {
-        // Consumed: the ticket moves into the exchange instead of being copied out of the result.
-        let refusal: TransportError?
-        let ticket: TrafficControl.Ticket
-        switch consume admission {
-        case .success(let admitted):
-            ticket = admitted
-            refusal = nil
-        case .failure(let error):
-            ticket = .untracked
-            refusal = error
-        }
         // Traffic control read the clock when it admitted the first attempt: no second read.
         let started = startedAt ?? (ticket.isTracked ? ticket.admittedAt : clock.elapsed())
         let exchange = Exchange(
@@ -201,47 +191,56 @@ extension Session {
         lifecycle: RequestLifecycle,
         early: (@Sendable (Outcome) -> Void)? = nil
     ) async -> Outcome {
-        switch admit(prepared, lifecycle: lifecycle) {
-        case .proceed(let request):
-            let outcome =
-                if let caching = prepared.caching {
-                    await runCached(prepared, caching: caching, request: request, lifecycle: lifecycle, early: early)
-                } else {
-                    await run(prepared, request: request, lifecycle: lifecycle)
-                }
-            // Progress reports go through the callback queue: let them all run before the caller
-            // resumes, as they do before a `response(_:)` handler.
-            if request.options.progress != nil { await callbacks.flush() }
-            return outcome
-        case .finished(let outcome):
+        var finished: Outcome? = nil
+        let admitted = admit(prepared, lifecycle: lifecycle) { finished = $0 }
+        guard let request = admitted else {
             let error = BrickError(.cancelled, message: "the request already ran or was cancelled")
-            return outcome ?? .failed(error, request: nil)
+            return finished ?? .failed(error, request: nil)
         }
-    }
-
-    private enum Admission {
-        /// Send this request.
-        case proceed(TransportRequest)
-        /// Done before sending: deliver this outcome (`nil`: the request had already run).
-        case finished(Outcome?)
+        let outcome =
+            if prepared.isCached, let caching = prepared.caching {
+                await runCached(prepared, caching: caching, request: request, lifecycle: lifecycle, early: early)
+            } else {
+                await run(prepared, request: request, lifecycle: lifecycle)
+            }
+        // Progress reports go through the callback queue: let them all run before the caller
+        // resumes, as they do before a `response(_:)` handler.
+        if request.options.progress != nil { await callbacks.flush() }
+        return outcome
     }
 
     /// The checks before the first attempt, shared by both entry points: a request runs once, a
     /// rendering error is delivered, and `failWhenNotReachable` refuses an unreachable destination.
-    private func admit(_ prepared: PreparedRequest, lifecycle: RequestLifecycle) -> Admission {
-        guard lifecycle.begin(registeringIn: running) else { return .finished(nil) }
-        switch prepared.rendered {
+    ///
+    /// - Returns: The request to send; `nil` when the call ended before sending, after `finished`
+    ///   received the outcome to deliver (`nil`: the request had already run). (A request, not an
+    ///   enum with an outcome in it: the common answer then costs one reference, not an outlined
+    ///   copy of a 200-byte payload.)
+    private func admit(
+        _ prepared: borrowing PreparedRequest,
+        lifecycle: RequestLifecycle,
+        finished: (Outcome?) -> Void
+    ) -> TransportRequest? {
+        guard lifecycle.begin(registeringIn: running) else {
+            finished(nil)
+            return nil
+        }
+        let request: TransportRequest
+        switch prepared.rendering {
         case .failure(let error):
             _ = lifecycle.complete()
-            report(renderError: error)
-            return .finished(.failed(error, request: nil))
-        case .success(let request):
-            if let refusal = refuseIfUnreachable(request, prepared: prepared) {
-                _ = lifecycle.complete()
-                return .finished(.failed(refusal, request: request))
-            }
-            return .proceed(request)
+            report(renderError: error.value)
+            finished(.failed(error.value, request: nil))
+            return nil
+        case .request(let rendered):
+            request = rendered
         }
+        if let refusal = refuseIfUnreachable(request, prepared: prepared) {
+            _ = lifecycle.complete()
+            finished(.failed(refusal, request: request))
+            return nil
+        }
+        return request
     }
 
     /// The whole exchange: attempts, retries, and the final validation and serialization.

@@ -398,7 +398,7 @@ public struct TransportRequest: Sendable {
         url: String,
         headerFields: HTTPFields = [:],
         body: RequestBody? = nil,
-        options: Options = Options()
+        options: consuming Options = Options()
     ) throws(TransportError) {
         let parts = try URLValidator.parse(url)
         try Self.checkFraming(headerFields)
@@ -431,7 +431,7 @@ public struct TransportRequest: Sendable {
         url: String,
         headers: [(name: String, value: String)],
         body: RequestBody? = nil,
-        options: Options = Options()
+        options: consuming Options = Options()
     ) throws(TransportError) {
         try self.init(
             method: method,
