@@ -22,7 +22,6 @@ import Logging
 /// transport's completion and the callback queue need, in one object, so that the closures
 /// between them capture only it (a closure whose one capture is an object allocates nothing).
 final class Exchange: Sendable {
-    let session: Session
     let prepared: PreparedRequest
     let request: TransportRequest
     let lifecycle: RequestLifecycle
@@ -33,8 +32,10 @@ final class Exchange: Sendable {
     /// `maxTotalDuration` run from here.
     let startedAt: Duration
 
+    /// The session that runs it (the prepared request's: one reference fewer to count).
+    var session: Session { prepared.session }
+
     init(
-        session: Session,
         prepared: PreparedRequest,
         request: TransportRequest,
         lifecycle: RequestLifecycle,
@@ -42,7 +43,6 @@ final class Exchange: Sendable {
         startedAt: Duration,
         handler: @escaping @Sendable (Outcome) -> Void
     ) {
-        self.session = session
         self.prepared = prepared
         self.request = request
         self.lifecycle = lifecycle
@@ -134,9 +134,9 @@ extension Session {
         var ticket = traffic.ticket(for: request, kind: .first)
         switch traffic.advance(&ticket) {
         case .proceed:
-            begin(ticket, refusal: nil, prepared, request: request, lifecycle: lifecycle, handler: handler)
+            begin(consume ticket, refusal: nil, consume prepared, request: request, lifecycle: lifecycle, handler: handler)
         case .refuse(let error):
-            begin(.untracked, refusal: error, prepared, request: request, lifecycle: lifecycle, handler: handler)
+            begin(.untracked, refusal: error, consume prepared, request: request, lifecycle: lifecycle, handler: handler)
         case .wait(let admission):
             // The host's policy makes the first attempt wait: in a task. The call's time runs from
             // now, the wait included.
@@ -167,11 +167,10 @@ extension Session {
         // Traffic control read the clock when it admitted the first attempt: no second read.
         let started = startedAt ?? (ticket.isTracked ? ticket.admittedAt : clock.elapsed())
         let exchange = Exchange(
-            session: self,
-            prepared: prepared,
+            prepared: consume prepared,
             request: request,
             lifecycle: lifecycle,
-            ticket: ticket,
+            ticket: consume ticket,
             startedAt: started,
             handler: handler
         )
