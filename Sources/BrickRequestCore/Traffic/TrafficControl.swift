@@ -92,7 +92,11 @@ package final class TrafficControl: Sendable {
         /// The host of the last new attempt, by its authority as that request's URL spelled it:
         /// most sessions talk to one host, and comparing a few bytes costs less than making and
         /// hashing its key.
-        var recent: (authority: [UInt8], isHTTPS: Bool?, slot: HostSlot)?
+        var recentSlot: HostSlot?
+        /// The authority and scheme ``recentSlot`` was found for (kept apart: a tuple of the three
+        /// was copied, with a reference count on each, every time it was tested).
+        var recentAuthority: [UInt8] = []
+        var recentIsHTTPS: Bool?
         /// Waiters for a slot that suspended, by number.
         var line: [UInt64: UnsafeContinuation<Bool, Never>] = [:]
         /// Waiters handed a slot before they suspended.
@@ -139,7 +143,7 @@ package final class TrafficControl: Sendable {
     package func ticket(for request: TransportRequest, kind: HostTraffic.AttemptKind, waitsOutPauses: Bool = true) -> Ticket {
         guard !isOff else { return .untracked }
         // With no policy by host, the key is not needed yet: the first step may find the host
-        // without it (``State/recent``).
+        // without it (``State/recentSlot``).
         if hasHostPolicies ? policy(forKey: request.trafficKey).isUnlimited : policies.default.isUnlimited {
             return .untracked
         }
@@ -479,7 +483,7 @@ package final class TrafficControl: Sendable {
                 state.hosts[key] = nil
             }
         }
-        if let recent = state.recent, state.hosts[recent.slot.key] !== recent.slot { state.recent = nil }
+        if let recent = state.recentSlot, state.hosts[recent.key] !== recent { state.recentSlot = nil }
     }
 
     /// How many sweeps of the host table have run (for tests).
@@ -487,8 +491,8 @@ package final class TrafficControl: Sendable {
 
     /// The host's slot, made (with its policy) the first time the host is seen.
     private func slot(for request: TransportRequest, in state: inout State, at now: Duration) -> HostSlot {
-        if let recent = state.recent, request.hasSpelledAuthority(recent.authority, isHTTPS: recent.isHTTPS) {
-            return recent.slot
+        if let recent = state.recentSlot, request.hasSpelledAuthority(state.recentAuthority, isHTTPS: state.recentIsHTTPS) {
+            return recent
         }
         let key = request.trafficKey
         let slot: HostSlot
@@ -499,7 +503,9 @@ package final class TrafficControl: Sendable {
             state.hosts[key] = slot
         }
         let spelled = request.spelledAuthority
-        state.recent = (spelled.bytes, spelled.isHTTPS, slot)
+        state.recentSlot = slot
+        state.recentAuthority = spelled.bytes
+        state.recentIsHTTPS = spelled.isHTTPS
         return slot
     }
 

@@ -308,10 +308,15 @@ public struct TransportRequest: Sendable {
         case .parsed(let isHTTPS, let authorityEnd):
             // Bytes only, straight from the URL: `Character`-level work would cost more than the
             // rest of admission.
-            var url = storage.value.urlString
-            return url.withUTF8 { bytes in
-                body(UnsafeBufferPointer(rebasing: bytes[(isHTTPS ? 8 : 7)..<authorityEnd]), isHTTPS)
+            let range = (isHTTPS ? 8 : 7)..<authorityEnd
+            // In place when the string is native UTF-8 (always, for a URL this library parsed).
+            if let result = storage.value.urlString.utf8.withContiguousStorageIfAvailable({ bytes in
+                body(UnsafeBufferPointer(rebasing: bytes[range]), isHTTPS)
+            }) {
+                return result
             }
+            var url = storage.value.urlString
+            return url.withUTF8 { bytes in body(UnsafeBufferPointer(rebasing: bytes[range]), isHTTPS) }
         case .explicit(let scheme, let authority, _):
             var authority = authority ?? ""
             let isHTTPS: Bool? =
