@@ -271,6 +271,17 @@ let package = Package(
             dependencies: ["BrickRequest"],
             path: "Tests/Probes/DNSProbe"
         ),
+        // For the test suite: MetricsInstrument when the process's backend is bootstrapped after
+        // the first requests (a bootstrap is once per process).
+        .executableTarget(
+            name: "brick-metrics-probe",
+            dependencies: [
+                "BrickRequest", "BrickMetrics", "BrickTestServer",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
+            path: "Tests/Probes/MetricsProbe"
+        ),
         // For the test suite: what a transport does to the runtime's process-wide enqueue hook,
         // observed in a process of its own.
         .executableTarget(

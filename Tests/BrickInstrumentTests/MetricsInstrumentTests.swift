@@ -130,3 +130,36 @@ struct MetricsInstrumentTests {
         #expect(MetricsInstrument(factory: NOOPMetricsHandler.instance).observe(request, operation: nil) == nil)
     }
 }
+
+/// `MetricsInstrument()` with the process's factory, bootstrapped late, in a process of its own
+/// (`MetricsSystem.bootstrap` is once per process and would reach every other test of this one).
+@Suite("Metrics: a backend bootstrapped after the first requests", .timeLimit(.minutes(1)))
+struct LateBootstrapTests {
+    /// `brick-metrics-probe`, built next to the test binary by `swift test`.
+    static var probePath: String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        let executable =
+            length > 0 ? String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        return URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("brick-metrics-probe")
+            .path
+    }
+
+    @Test("requests made after MetricsSystem.bootstrap are recorded within about a second (the instrument's 'no backend' verdict lasts a second)")
+    func lateBootstrapIsSeen() async throws {
+        let output = try await Subprocess.run("'\(Self.probePath)'")
+        let fields = Dictionary(
+            output.split(whereSeparator: \.isWhitespace).compactMap { field -> (String, Int)? in
+                let parts = field.split(separator: "=")
+                guard parts.count == 2, let value = Int(parts[1]) else { return nil }
+                return (String(parts[0]), value)
+            },
+            uniquingKeysWith: { _, last in last }
+        )
+        #expect(fields["recorded_before"] == 0, "\(output)")
+        let seenAfter = try #require(fields["seen_after_ms"], "\(output)")
+        #expect(seenAfter >= 0, "never recorded: \(output)")
+        // One second of verdict, and a request every 10 ms after it; the margin is for a loaded machine.
+        #expect(seenAfter <= 2_500, "\(output)")
+    }
+}
