@@ -32,13 +32,16 @@ package enum RequestRenderer {
 
         var encoding = request.parameterEncoding
         let ownBody = request.requestBody
+        // Each of `files` and `textPairs` walks the parameters and makes an array: once, and not
+        // at all without parameters (most requests).
+        let hasFiles = !parameters.isEmpty && !parameters.files.isEmpty
         if ownBody != nil {
-            if !parameters.files.isEmpty {
+            if hasFiles {
                 throw BrickError(.invalidRequest, message: "file parameters cannot be sent with a body of your own")
             }
             encoding = .query
         } else if encoding == .automatic {
-            if !parameters.files.isEmpty {
+            if hasFiles {
                 encoding = .multipart
             } else if method == .get || method == .head || method == .delete {
                 encoding = .query
@@ -50,16 +53,16 @@ package enum RequestRenderer {
         var contentType: String? = nil
         switch encoding {
         case .automatic, .query:
-            if !parameters.files.isEmpty {
+            if hasFiles {
                 throw BrickError(.invalidRequest, message: "file parameters cannot be sent in a query string")
             }
-            let query = PercentEncoding.form(parameters.textPairs)
+            let query = parameters.isEmpty ? "" : PercentEncoding.form(parameters.textPairs)
             if !query.isEmpty {
                 let (base, fragment) = split(url, at: "#")
                 url = base + (base.contains("?") ? "&" : "?") + query + (fragment.map { "#" + $0 } ?? "")
             }
         case .formURLEncoded:
-            if !parameters.files.isEmpty {
+            if hasFiles {
                 throw BrickError(.invalidRequest, message: "file parameters need multipart encoding")
             }
             body = .data(Data(PercentEncoding.form(parameters.textPairs).utf8))
@@ -69,7 +72,7 @@ package enum RequestRenderer {
             body = try MultipartEncoder.body(parameters, boundary: boundary)
             contentType = "multipart/form-data; boundary=\(boundary)"
         case .json:
-            if !parameters.files.isEmpty {
+            if hasFiles {
                 throw BrickError(.invalidRequest, message: "file parameters cannot be sent in a JSON body")
             }
             let encoder = JSONEncoder()
