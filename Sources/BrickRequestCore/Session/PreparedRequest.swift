@@ -51,19 +51,20 @@ struct PreparedRequest: Sendable {
         self.session = session
         // Matched where it is returned: each copy of an optional `ResponseCaching` (177 bytes) is
         // an outlined copy through its metadata, even when it is `nil`.
-        var misdeclared: BrickError? = nil
+        // (Boxed as soon as it is found, as stored: a nil `BrickError?` costs an outlined copy.)
+        var misdeclared: SharedValue<BrickError>? = nil
         switch request.responseCaching {
         case .none:
             cachingBox = nil
         case .some(var caching):
-            misdeclared = caching.misdeclared
+            if let error = caching.misdeclared { misdeclared = SharedValue(error) }
             if let imposedCache { caching.cache = imposedCache }  // a test's replacement: never the app's cache
             cachingBox = SharedValue(caching)
         }
         var rendered: TransportRequest? = nil
         if let misdeclared {
             // A declared cache that is not one: the request fails, rather than bypass it unseen.
-            rendering = .failure(SharedValue(misdeclared))
+            rendering = .failure(misdeclared)
         } else {
             do {
                 let made = try RequestRenderer.render(request, session: session, startsRequest: true)

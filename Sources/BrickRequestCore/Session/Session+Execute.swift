@@ -234,9 +234,9 @@ extension Session {
         case .request(let rendered):
             request = rendered
         }
-        if let refusal = refuseIfUnreachable(request, prepared: prepared) {
+        if isUnreachable(request, prepared: prepared) {
             _ = lifecycle.complete()
-            finished(.failed(refusal, request: request))
+            finished(.failed(unreachableRefusal(request), request: request))
             return nil
         }
         return request

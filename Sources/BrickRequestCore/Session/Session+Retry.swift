@@ -29,17 +29,15 @@ extension Session {
         return retryable && !lifecycle.isCancelled  // the lock only when it matters
     }
 
-    /// `failWhenNotReachable`: fail at once, without sending, when the destination has no route.
-    func refuseIfUnreachable(
-        _ request: TransportRequest,
-        prepared: PreparedRequest
-    )
-        -> BrickError?
-    {
-        guard prepared.retry.failWhenNotReachable, reachability.status(for: request.host) == .unreachable else {
-            return nil
-        }
-        return BrickError(.notConnected, message: "\(request.host) is not reachable; the request was not sent")
+    /// `failWhenNotReachable`: whether to fail at once, without sending, since the destination has
+    /// no route. (A `Bool` first, the error only then: an optional error is a 121-byte copy.)
+    func isUnreachable(_ request: TransportRequest, prepared: PreparedRequest) -> Bool {
+        prepared.retry.failWhenNotReachable && reachability.status(for: request.host) == .unreachable
+    }
+
+    /// The refusal of a request ``isUnreachable(_:prepared:)`` holds back.
+    func unreachableRefusal(_ request: TransportRequest) -> BrickError {
+        BrickError(.notConnected, message: "\(request.host) is not reachable; the request was not sent")
     }
 
     /// Runs the retry engine from the outcome of the first attempt until it says deliver.
