@@ -136,14 +136,7 @@ struct MetricsInstrumentTests {
 @Suite("Metrics: a backend bootstrapped after the first requests", .timeLimit(.minutes(1)))
 struct LateBootstrapTests {
     /// `brick-metrics-probe`, built next to the test binary by `swift test`.
-    static var probePath: String {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        let executable =
-            length > 0 ? String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
-        return URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("brick-metrics-probe")
-            .path
-    }
+    static var probePath: String { Subprocess.sibling("brick-metrics-probe") }
 
     @Test("requests made after MetricsSystem.bootstrap are recorded within about a second (the instrument's 'no backend' verdict lasts a second)")
     func lateBootstrapIsSeen() async throws {

@@ -5,14 +5,7 @@ import Testing
 @Suite("A large download's memory, measured in a process of its own", .timeLimit(.minutes(5)))
 struct LargeDownloadMemoryTests {
     /// `brick-memory-probe`, built next to the test binary by `swift test`.
-    static var probePath: String {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        let executable =
-            length > 0 ? String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
-        return URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("brick-memory-probe")
-            .path
-    }
+    static var probePath: String { Subprocess.sibling("brick-memory-probe") }
 
     @Test("a 100 MiB download to a file keeps the process under 64 MiB resident")
     func hundredMebibytesToFile() async throws {

@@ -20,6 +20,16 @@ package enum Subprocess {
         return unsafeBitCast(symbol, to: AddCloseFrom.self)
     }()
 
+    /// The path of `name`, an executable of this package that `swift test` built next to the
+    /// running test binary (the probes under `Tests/Probes`).
+    package static func sibling(_ name: String) -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        let executable =
+            length > 0 ? String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        return URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent(name).path
+    }
+
     /// Runs a script to completion and returns its combined output; throws on a non-zero exit.
     ///
     /// Waits on a thread of its own: a test that waits for a process never holds one of the
