@@ -40,6 +40,7 @@ struct PreparedRequest: Sendable {
         /// Why it could not be rendered.
         case failure(SharedValue<BrickError>)
     }
+
     /// The endpoint's cache and policy, when it declares one.
     var caching: ResponseCaching? { cachingBox?.value }
     /// Whether the endpoint declares a cache (tested without copying it).
@@ -50,8 +51,8 @@ struct PreparedRequest: Sendable {
         let (session, imposedCache) = request.session.resolvedWithCaches
         self.session = session
         // Matched where it is returned: each copy of an optional `ResponseCaching` (177 bytes) is
-        // an outlined copy through its metadata, even when it is `nil`.
-        // (Boxed as soon as it is found, as stored: a nil `BrickError?` costs an outlined copy.)
+        // an outlined copy through its metadata, even when it is `nil`; a misdeclaration's error
+        // is boxed as soon as it is found, for the same reason.
         var misdeclared: SharedValue<BrickError>? = nil
         switch request.responseCaching {
         case .none:
