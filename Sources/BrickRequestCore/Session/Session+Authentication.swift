@@ -66,20 +66,8 @@ extension Session {
     ) async -> Result<
         TransportResponse, TransportError
     > {
-        // Advanced in place, as the callback form's first attempt is: an admission that does not
-        // wait (most) moves no ticket through a `Step` and a `Result`, and suspends nowhere.
         var ticket = traffic.ticket(for: request, kind: kind)
-        switch traffic.advance(&ticket) {
-        case .proceed:
-            break
-        case .refuse(let error):
-            return .failure(error)
-        case .wait(let admission):
-            switch await traffic.admit(continuing: ticket, from: admission, lifecycle: lifecycle) {
-            case .success(let admitted): ticket = admitted
-            case .failure(let error): return .failure(error)
-            }
-        }
+        if let refusal = await traffic.admit(&ticket, lifecycle: lifecycle) { return .failure(refusal) }
         guard let observation else { return await start(request, ticket: ticket, lifecycle: lifecycle) }
         var request = request
         let resendCount = observation.attemptWillStart(&request)

@@ -64,11 +64,8 @@ extension Session {
         _ request: TransportRequest,
         attemptsBefore: Int = 0
     ) async throws(TransportError) -> TransportResponse {
-        let ticket: TrafficControl.Ticket
-        switch await traffic.admit(request, kind: .first, waitsOutPauses: false, lifecycle: nil) {
-        case .success(let admitted): ticket = admitted
-        case .failure(let error): throw error
-        }
+        var ticket = traffic.ticket(for: request, kind: .first, waitsOutPauses: false)
+        if let refusal = await traffic.admit(&ticket, lifecycle: nil) { throw refusal }
         var request = request
         let observation = observation(of: request, operation: nil, attemptsBefore: attemptsBefore)
         let resendCount = observation?.attemptWillStart(&request) ?? 0

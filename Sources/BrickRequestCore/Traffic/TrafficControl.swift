@@ -5,8 +5,8 @@ import Synchronization
 /// The I/O shell of traffic control: one ``HostTraffic`` per host under one lock, the waits it
 /// asks for (on the session's clock, cancellable), the line for concurrency slots, and the events.
 ///
-/// Every attempt a session sends passes ``admit(_:kind:waitsOutPauses:lifecycle:)`` (or its
-/// synchronous first step, ``step(_:)``) and ends with ``finished(_:_:)``; the retry loop asks
+/// Every attempt a session sends passes ``admit(_:lifecycle:)`` (or its synchronous first step,
+/// ``advance(_:)``) and ends with ``finished(_:_:)``; the retry loop asks
 /// ``allowsRetry(_:)`` before each retry. Hosts whose policy is ``HostPolicy/unlimited`` cost a
 /// dictionary lookup of the policy and nothing more.
 ///
@@ -75,16 +75,6 @@ package final class TrafficControl: Sendable {
             storage.deinitialize(count: 1)
             storage.deallocate()
         }
-    }
-
-    /// The first step's verdict.
-    package enum Step: Sendable {
-        /// Send now.
-        case proceed(Ticket)
-        /// Must wait: continue with ``admit(continuing:from:lifecycle:)``.
-        case wait(Ticket, HostTraffic.Admission)
-        /// Do not send.
-        case refuse(TransportError)
     }
 
     private struct State {
@@ -161,19 +151,6 @@ package final class TrafficControl: Sendable {
         }
     }
 
-    /// One step of admission, under the lock: the verdict for an attempt that has not waited, or
-    /// has just waited.
-    ///
-    /// - Parameter ticket: The attempt.
-    /// - Returns: Send, wait, or refuse.
-    package func step(_ ticket: consuming Ticket) -> Step {
-        switch advance(&ticket) {
-        case .proceed: return .proceed(ticket)
-        case .wait(let admission): return .wait(ticket, admission)
-        case .refuse(let error): return .refuse(error)
-        }
-    }
-
     /// What ``advance(_:)`` decided; the ticket stays with its caller.
     package enum Verdict: Sendable {
         /// Send now.
@@ -184,9 +161,10 @@ package final class TrafficControl: Sendable {
         case refuse(TransportError)
     }
 
-    /// ``step(_:)`` on a ticket its caller keeps: the first attempt of a callback request, whose
-    /// ticket then moves into its exchange without being moved in and out of a ``Step`` (each
-    /// move of its 96 bytes an outlined copy).
+    /// One step of admission, under the lock: the verdict for an attempt that has not waited, or
+    /// has just waited. The ticket stays with its caller (the first attempt of a callback request
+    /// then moves it into its exchange): moved in and out of an enum, each move of its 96 bytes
+    /// was an outlined copy.
     ///
     /// - Parameter ticket: The attempt; updated with what the step found and passed.
     /// - Returns: Send, wait, or refuse.
@@ -233,24 +211,27 @@ package final class TrafficControl: Sendable {
     }
 
     /// Admits an attempt, waiting where its host's policy says (on the session's clock; `cancel()`
-    /// on the lifecycle ends the wait).
+    /// on the lifecycle ends the wait). An attempt that need not wait (most) suspends nowhere.
     ///
     /// - Parameters:
-    ///   - request: The request.
-    ///   - kind: Which attempt of it this is.
-    ///   - waitsOutPauses: Whether a pause the server asked for is waited out.
+    ///   - ticket: The attempt (``ticket(for:kind:waitsOutPauses:)``); once admitted, the ticket to
+    ///     hand to ``finished(_:_:)``.
     ///   - lifecycle: The request's lifecycle, for cancellation; `nil` to rely on task cancellation.
-    /// - Returns: The ticket to hand to ``finished(_:_:)``, or why the attempt may not be sent.
-    package func admit(
-        _ request: TransportRequest,
-        kind: HostTraffic.AttemptKind,
-        waitsOutPauses: Bool = true,
-        lifecycle: RequestLifecycle?
-    ) async -> Result<Ticket, TransportError> {
-        switch step(ticket(for: request, kind: kind, waitsOutPauses: waitsOutPauses)) {
-        case .proceed(let ticket): return .success(ticket)
-        case .refuse(let error): return .failure(error)
-        case .wait(let ticket, let admission): return await admit(continuing: ticket, from: admission, lifecycle: lifecycle)
+    /// - Returns: `nil` when admitted, or why the attempt may not be sent.
+    package func admit(_ ticket: inout Ticket, lifecycle: RequestLifecycle?) async -> TransportError? {
+        switch advance(&ticket) {
+        case .proceed:
+            return nil
+        case .refuse(let error):
+            return error
+        case .wait(let admission):
+            switch await admit(continuing: ticket, from: admission, lifecycle: lifecycle) {
+            case .success(let admitted):
+                ticket = admitted
+                return nil
+            case .failure(let error):
+                return error
+            }
         }
     }
 
@@ -299,12 +280,10 @@ package final class TrafficControl: Sendable {
                 break
             }
             if Task.isCancelled { return .failure(abandon(&ticket)) }
-            switch step(ticket) {
-            case .proceed(let admitted): return .success(admitted)
+            switch advance(&ticket) {
+            case .proceed: return .success(ticket)
             case .refuse(let error): return .failure(error)
-            case .wait(let waiting, let next):
-                ticket = waiting
-                admission = next
+            case .wait(let next): admission = next
             }
         }
     }

@@ -371,19 +371,19 @@ struct TrafficControlTests {
         let traffic = TrafficControl(policies: HostPolicies(), clock: SessionClock(clock)) { _ in }
         for index in 0..<500 {
             let request = try TransportRequest(method: .get, url: "http://host\(index).test/")
-            let ticket: TrafficControl.Ticket
-            guard case .proceed(let admitted) = traffic.step(traffic.ticket(for: request, kind: .first)) else {
+            var ticket = traffic.ticket(for: request, kind: .first)
+            guard case .proceed = traffic.advance(&ticket) else {
                 Issue.record("not admitted")
                 return
             }
-            ticket = admitted
             let status: HTTPResponse.Status = index == 0 ? .tooManyRequests : .ok
             let response = TransportResponse(status: status, headerFields: index == 0 ? [.retryAfter: "3600"] : [:])
             traffic.finished(ticket, .success(response))
         }
         #expect(traffic.hostCount == 500)
         clock.advance(by: TrafficControl.idleTime)
-        _ = traffic.step(traffic.ticket(for: try TransportRequest(method: .get, url: "http://another.test/"), kind: .first))
+        var another = traffic.ticket(for: try TransportRequest(method: .get, url: "http://another.test/"), kind: .first)
+        _ = traffic.advance(&another)
         // host0 is paused for an hour: kept; the 499 others forgotten; `another` is new.
         #expect(traffic.hostCount == 2)
         #expect(traffic.state(forHost: "host0.test")?.pausedUntil != nil)
@@ -397,7 +397,8 @@ struct ManyHostsTests {
     /// Admits one attempt to `url` and finishes it with `status` (and a `Retry-After`, if given).
     private func exchange(_ traffic: TrafficControl, _ url: String, status: HTTPResponse.Status = .ok, retryAfter: String? = nil) throws {
         let request = try TransportRequest(method: .get, url: url)
-        guard case .proceed(let ticket) = traffic.step(traffic.ticket(for: request, kind: .first)) else {
+        var ticket = traffic.ticket(for: request, kind: .first)
+        guard case .proceed = traffic.advance(&ticket) else {
             Issue.record("\(url) was not admitted")
             return
         }
@@ -474,13 +475,15 @@ struct ManyHostsTests {
             clock: SessionClock(ManualClock())
         ) { _ in }
         let first = try TransportRequest(method: .get, url: "http://host.test/")
-        guard case .proceed = traffic.step(traffic.ticket(for: first, kind: .first)) else {
+        var firstTicket = traffic.ticket(for: first, kind: .first)
+        guard case .proceed = traffic.advance(&firstTicket) else {
             Issue.record("the first attempt was not admitted")
             return
         }
         for spelling in ["http://HOST.test/", "http://host.test:80/", "http://host.test./"] {
             let request = try TransportRequest(method: .get, url: spelling)
-            guard case .refuse = traffic.step(traffic.ticket(for: request, kind: .first)) else {
+            var ticket = traffic.ticket(for: request, kind: .first)
+            guard case .refuse = traffic.advance(&ticket) else {
                 Issue.record("\(spelling) was admitted beside the first: a cap of 1 became more")
                 continue
             }
