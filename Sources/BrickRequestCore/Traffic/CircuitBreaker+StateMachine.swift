@@ -92,6 +92,18 @@ package struct CircuitBreaker: Sendable, Hashable {
         }
     }
 
+    /// Records `count` successes of attempts that were not probes, counted outside the lock
+    /// (``HostTraffic/absorb(firstAttempts:successes:)``): as many ``record(_:wasProbe:at:)`` of a
+    /// success. Only a closed breaker counts them.
+    ///
+    /// - Parameters:
+    ///   - count: How many.
+    ///   - now: When (their bucket).
+    package mutating func recordSuccesses(_ count: Int, at now: Duration) {
+        guard count > 0, state == .closed else { return }
+        successes.add(count, at: now)
+    }
+
     /// Records how an attempt ended.
     ///
     /// - Parameters:

@@ -38,6 +38,9 @@ package struct HostTraffic: Sendable {
         package var counted = false
         /// Admitted: on its way to the server (its outcome is expected).
         package var admitted = false
+        /// Admitted without the lock, while the host was quiet (``HostTraffic/isQuiet(at:)``): its
+        /// first attempt was counted outside this state, and it is not in ``HostTraffic/active``.
+        package var admittedQuietly = false
 
         package init() {}
     }
@@ -195,6 +198,52 @@ package struct HostTraffic: Sendable {
         progress.admitted = true
         active += 1
         return .proceed
+    }
+
+    /// Whether nothing about the host can hold a first attempt back or learn from its success: no
+    /// rate (configured or learned), no pause, no concurrency cap, and the breaker (if any)
+    /// closed. While it holds, traffic control admits the host's first attempts and counts their
+    /// successes without its lock, and hands the counts over later
+    /// (``absorb(firstAttempts:successes:)``): admitting one here would only count it.
+    ///
+    /// - Parameter now: The time.
+    package func isQuiet(at now: Duration) -> Bool {
+        policy.maximumConcurrentRequests == nil && waiters.isEmpty && limiter.rate == nil
+            && limiter.pause(at: now) == nil && (!hasBreaker || breaker?.isClosed == true)
+    }
+
+    /// The window a first attempt is counted in (the budget's, or the span of the rate sent).
+    package var firstAttemptWindow: Duration {
+        policy.retryBudget?.window ?? Self.sendingRateSpan
+    }
+
+    /// The window a success is counted in: the breaker's, or `nil` when nothing counts it.
+    package var successWindow: Duration? {
+        policy.circuitBreaker?.window
+    }
+
+    /// Takes in what was counted outside the lock while the host was quiet: first attempts
+    /// admitted (each as ``admit(_:progress:at:deadline:waitsOutPauses:waiter:changes:)`` of a
+    /// first attempt that was not held back counts it) and successes of them (as
+    /// ``finished(_:progress:at:changes:)`` counts a success). Each count comes with the start of
+    /// its bucket.
+    ///
+    /// - Parameters:
+    ///   - firstAttempts: How many first attempts, and when.
+    ///   - successes: How many successes, and when.
+    package mutating func absorb(firstAttempts: (count: Int, at: Duration), successes: (count: Int, at: Duration)) {
+        if firstAttempts.count > 0 {
+            lastUsed = max(lastUsed, firstAttempts.at)
+            if hasBudget {
+                budget?.firstAttempt(firstAttempts.count, at: firstAttempts.at)
+            } else {
+                sent.add(firstAttempts.count, at: firstAttempts.at)
+            }
+        }
+        if successes.count > 0 {
+            lastUsed = max(lastUsed, successes.at)
+            if hasBreaker { breaker?.recordSuccesses(successes.count, at: successes.at) }
+        }
     }
 
     /// A waiter whose time ran out (or was cancelled) leaves the line.

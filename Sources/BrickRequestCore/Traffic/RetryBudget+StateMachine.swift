@@ -26,11 +26,13 @@ package struct RetryBudget: Sendable, Hashable {
         retries = SlidingWindow(length: policy.window)
     }
 
-    /// Records a first attempt (it earns `ratio` retries).
+    /// Records first attempts (each earns `ratio` retries).
     ///
-    /// - Parameter now: The time.
-    package mutating func firstAttempt(at now: Duration) {
-        firsts.add(at: now)
+    /// - Parameters:
+    ///   - count: How many (one by default).
+    ///   - now: The time.
+    package mutating func firstAttempt(_ count: Int = 1, at now: Duration) {
+        firsts.add(count, at: now)
     }
 
     /// Attempts (first and retries) counted over the last `span` (whole buckets).

@@ -24,8 +24,28 @@ package struct SlidingWindow: Sendable, Hashable {
     ///
     /// - Parameter length: How far back events count.
     package init(length: Duration) {
-        bucketWidth = max(1, length.signedNanoseconds / Int64(Self.buckets))
+        bucketWidth = Self.bucketWidth(length: length)
         width = .nanoseconds(bucketWidth)
+    }
+
+    /// The width of a bucket of a window of `length`, in nanoseconds (at least 1).
+    ///
+    /// - Parameter length: The window's length.
+    /// - Returns: A tenth of it.
+    package static func bucketWidth(length: Duration) -> Int64 {
+        max(1, length.signedNanoseconds / Int64(buckets))
+    }
+
+    /// The bucket `time` falls in, for buckets `width` nanoseconds wide (rounded down, negative
+    /// times included).
+    ///
+    /// - Parameters:
+    ///   - time: The time.
+    ///   - width: The bucket width, from ``bucketWidth(length:)``.
+    /// - Returns: The bucket's number.
+    package static func epoch(of time: Duration, width: Int64) -> Int64 {
+        let nanoseconds = time.signedNanoseconds
+        return nanoseconds >= 0 ? nanoseconds / width : (nanoseconds - width + 1) / width
     }
 
     /// The window's length.
@@ -46,6 +66,9 @@ package struct SlidingWindow: Sendable, Hashable {
             current = Bucket(epoch: epoch, start: start, end: start + width)
         }
         let slot = Int(UInt64(bitPattern: epoch) % UInt64(Self.buckets))
+        // A slot holding a later bucket: the events are a whole window older than it, so they no
+        // longer count (resetting it would lose the later bucket's).
+        if epochs[slot] > epoch { return }
         if epochs[slot] != epoch {
             epochs[slot] = epoch
             counts[slot] = 0
@@ -89,8 +112,6 @@ package struct SlidingWindow: Sendable, Hashable {
     }
 
     private func epoch(of time: Duration) -> Int64 {
-        let nanoseconds = time.signedNanoseconds
-        // Rounded down, negative times included.
-        return nanoseconds >= 0 ? nanoseconds / bucketWidth : (nanoseconds - bucketWidth + 1) / bucketWidth
+        Self.epoch(of: time, width: bucketWidth)
     }
 }

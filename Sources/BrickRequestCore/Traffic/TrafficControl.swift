@@ -1,4 +1,4 @@
-// Over 450 lines: the one lock around every host's state, and each wait it hands out (admission, slots, sweeps) beside it.
+// Over 450 lines: the one lock around every host's state, each wait it hands out (admission, slots, sweeps), and the quiet host's way around the lock, beside it.
 import FoundationEssentials
 import Synchronization
 
@@ -9,6 +9,12 @@ import Synchronization
 /// ``advance(_:)``) and ends with ``finished(_:_:)``; the retry loop asks
 /// ``allowsRetry(_:)`` before each retry. Hosts whose policy is ``HostPolicy/unlimited`` cost a
 /// dictionary lookup of the policy and nothing more.
+///
+/// The session's first host takes no lock while it is quiet (``QuietHost``): with nothing that
+/// could hold an attempt back (no rate, pause or cap; the breaker closed), its first attempts
+/// are admitted and their successes counted in two atomic words, which every locked step hands
+/// to the host's state before it reads or changes any (so budgets, breakers and snapshots see
+/// every attempt). Anything else — another host, a retry, a failure, a `429` — takes the lock.
 ///
 /// Memory is bounded: a host unused for ``idleTime`` with nothing learned is forgotten (swept at
 /// most every ``sweepInterval``, so admission costs the same however many hosts there are; a
@@ -101,6 +107,10 @@ package final class TrafficControl: Sendable {
     private let clock: SessionClock
     private let report: @Sendable (TrafficEvent) -> Void
     private let state = Lock(State())
+    /// The first host sent to, found and counted without the lock while it is quiet. Set once,
+    /// under the lock, holding a reference released in `deinit` (an `AtomicLazyReference`'s load
+    /// is an unspecialized generic call costing more than the lock it spares).
+    private let quietHostReference = Atomic<Unmanaged<QuietHost>?>(nil)
     /// Whether every host is unlimited: then nothing is tracked.
     private let isOff: Bool
     /// Whether some host has a policy of its own (otherwise no lookup by name is needed).
@@ -112,6 +122,15 @@ package final class TrafficControl: Sendable {
     ///   - policies: The host policies.
     ///   - clock: The session's clock.
     ///   - report: Receives every change (the session logs it and tells its monitors).
+    deinit {
+        quietHostReference.load(ordering: .acquiring)?.release()
+    }
+
+    /// The quiet host, once there is one.
+    private var quietHost: QuietHost? {
+        quietHostReference.load(ordering: .acquiring)?.takeUnretainedValue()
+    }
+
     package init(policies: HostPolicies, clock: SessionClock, report: @escaping @Sendable (TrafficEvent) -> Void) {
         self.policies = policies
         self.clock = clock
@@ -169,12 +188,24 @@ package final class TrafficControl: Sendable {
     /// - Parameter ticket: The attempt; updated with what the step found and passed.
     /// - Returns: Send, wait, or refuse.
     package func advance(_ ticket: inout Ticket) -> Verdict {
-        guard ticket.isTracked else { return .proceed }
+        guard let request = ticket.request else { return .proceed }
         let now = clock.elapsed()
+        // The first step of a first attempt to the quiet first host: counted, no lock.
+        if ticket.kind == .first, ticket.slot == nil, ticket.waiter == 0, let quiet = quietHost,
+            quiet.admitsQuietly(request, at: now)
+        {
+            ticket.admittedAt = now
+            ticket.progress.passedBreaker = true
+            ticket.progress.counted = true
+            ticket.progress.admittedQuietly = true
+            return .proceed
+        }
         var changes: [HostTraffic.Change] = []
         let admission = state.withLock { state -> HostTraffic.Admission in
+            absorbQuietCounts(&state, at: now)
             sweepIfDue(&state, at: now)
-            let slot = ticket.slot ?? slot(for: ticket.request!, in: &state, at: now)
+            let slot = ticket.slot ?? slot(for: request, in: &state, at: now)
+            defer { refreshQuiet(slot, at: now) }
             ticket.slot = slot
             ticket.admittedAt = now
             if ticket.deadline == nil {
@@ -340,8 +371,11 @@ package final class TrafficControl: Sendable {
         let now = clock.elapsed()
         var changes: [HostTraffic.Change] = []
         var progress = ticket.progress
-        let handedTo = state.withLock { _ -> UInt64? in
-            ticket.slot?.traffic.abandon(&progress, at: now, changes: &changes) ?? nil
+        let handedTo = state.withLock { state -> UInt64? in
+            absorbQuietCounts(&state, at: now)
+            guard let slot = ticket.slot else { return nil }
+            defer { refreshQuiet(slot, at: now) }
+            return slot.traffic.abandon(&progress, at: now, changes: &changes)
         }
         ticket.progress = progress
         hand(handedTo)
@@ -370,6 +404,12 @@ package final class TrafficControl: Sendable {
         case .failure(let error):
             observed = .failure(error.kind)
         }
+        // The success of an attempt admitted quietly, its host still quiet: counted, no lock.
+        if ticket.progress.admittedQuietly, HostTraffic.verdict(observed) == .success, let quiet = quietHost,
+            quiet.countsQuietly(successAdmittedAt: ticket.admittedAt)
+        {
+            return
+        }
         // A pause starts when the answer arrived; anything else is counted at admission time (a
         // bucket of the breaker's window is seconds wide), which spares a clock read.
         let now: Duration
@@ -379,8 +419,13 @@ package final class TrafficControl: Sendable {
             now = clock.elapsed()
         }
         var changes: [HostTraffic.Change] = []
-        let handedTo = state.withLock { _ -> UInt64? in
-            ticket.slot?.traffic.finished(observed, progress: ticket.progress, at: now, changes: &changes) ?? nil
+        let handedTo = state.withLock { state -> UInt64? in
+            absorbQuietCounts(&state, at: now)
+            // An attempt admitted quietly found no slot: its host's is found now (made again if
+            // it was forgotten meanwhile).
+            guard let slot = ticket.slot ?? ticket.request.map({ slot(for: $0, in: &state, at: now) }) else { return nil }
+            defer { refreshQuiet(slot, at: now) }
+            return slot.traffic.finished(observed, progress: ticket.progress, at: now, changes: &changes)
         }
         hand(handedTo)
         publish(changes, key: ticket.key)
@@ -396,7 +441,8 @@ package final class TrafficControl: Sendable {
         let now = clock.elapsed()
         var changes: [HostTraffic.Change] = []
         let allowed = state.withLock { state -> Bool in
-            slot(for: request, in: &state, at: now).traffic.spendRetry(at: now, changes: &changes)
+            absorbQuietCounts(&state, at: now)
+            return slot(for: request, in: &state, at: now).traffic.spendRetry(at: now, changes: &changes)
         }
         publish(changes, key: ticket.key)
         return allowed
@@ -410,14 +456,18 @@ package final class TrafficControl: Sendable {
     /// - Returns: The state.
     package func state(forHost key: String) -> HostTrafficState? {
         let now = clock.elapsed()
-        return state.withLock { state in state.hosts[key.lowercased()].map { snapshot($0.traffic, key: key.lowercased(), now: now) } }
+        return state.withLock { state in
+            absorbQuietCounts(&state, at: now)
+            return state.hosts[key.lowercased()].map { snapshot($0.traffic, key: key.lowercased(), now: now) }
+        }
     }
 
     /// The state of every host the session remembers.
     package var states: [HostTrafficState] {
         let now = clock.elapsed()
         return state.withLock { state in
-            state.hosts.map { snapshot($0.value.traffic, key: $0.key, now: now) }.sorted { $0.host < $1.host }
+            absorbQuietCounts(&state, at: now)
+            return state.hosts.map { snapshot($0.value.traffic, key: $0.key, now: now) }.sorted { $0.host < $1.host }
         }
     }
 
@@ -485,7 +535,35 @@ package final class TrafficControl: Sendable {
         state.recentSlot = slot
         state.recentAuthority = spelled.bytes
         state.recentIsHTTPS = spelled.isHTTPS
+        if quietHostReference.load(ordering: .relaxed) == nil {
+            // Under the lock: only one is ever made.
+            let quiet = Unmanaged.passRetained(QuietHost(key: key, spelled: spelled, traffic: slot.traffic))
+            quietHostReference.store(quiet, ordering: .releasing)
+        }
         return slot
+    }
+
+    /// Hands what the quiet host counted without the lock to its state (made again if it was
+    /// forgotten), before anything reads or changes any host's state. Under the lock.
+    private func absorbQuietCounts(_ state: inout State, at now: Duration) {
+        guard let quiet = quietHost else { return }
+        let counts = quiet.take(at: now)
+        guard counts.firstAttempts.count > 0 || counts.successes.count > 0 else { return }
+        let slot: HostSlot
+        if let known = state.hosts[quiet.key] {
+            slot = known
+        } else {
+            slot = HostSlot(key: quiet.key, HostTraffic(policy: policy(forKey: quiet.key), at: now))
+            state.hosts[quiet.key] = slot
+        }
+        slot.traffic.absorb(firstAttempts: counts.firstAttempts, successes: counts.successes)
+    }
+
+    /// After `slot`'s state changed (under the lock): whether its host, if it is the quiet host,
+    /// may be admitted without the lock.
+    private func refreshQuiet(_ slot: HostSlot, at now: Duration) {
+        guard let quiet = quietHost, quiet.key == slot.key else { return }
+        quiet.isQuiet.store(slot.traffic.isQuiet(at: now), ordering: .releasing)
     }
 
     /// The policy of a host, by its key (`host[:port]`).

@@ -348,4 +348,15 @@ struct TrafficStateMachineTests {
         #expect(window.total(at: .milliseconds(10_999)) == 2)
         #expect(window.total(at: .seconds(16)) == 0)
     }
+
+    @Test("an event a whole window older than the bucket in its slot no longer counts, and erases nothing")
+    func staleEvent() {
+        var window = SlidingWindow(length: .seconds(10))
+        window.add(3, at: .seconds(12))
+        // Bucket 2 shares bucket 12's slot: counting it there would have reset bucket 12.
+        window.add(at: .seconds(2))
+        #expect(window.total(at: .seconds(12)) == 3)
+        window.add(at: .seconds(5))  // within the window of 12: counted
+        #expect(window.total(at: .seconds(12)) == 4)
+    }
 }
