@@ -1,4 +1,7 @@
 import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The session's clock, type-erased: sleeps for retry delays and measures elapsed time.
 package struct SessionClock: Sendable {
@@ -19,9 +22,19 @@ package struct SessionClock: Sendable {
         if clock is ContinuousClock {
             // The default clock, read on every request by traffic control: closures on the
             // concrete type (the generic ones go through witness tables, several times the cost).
+            #if os(Linux)
+            // `ContinuousClock` is `CLOCK_BOOTTIME` on Linux: read directly, the time costs a
+            // third of going through the clock's instants. Read before the clock's origin, so
+            // that a sleep until `origin + x` never wakes with `elapsed()` below `x`.
+            let originNanoseconds = Self.bootTimeNanoseconds()
+            #endif
             let origin = ContinuousClock.now
             sleep = { try await ContinuousClock().sleep(for: $0) }
+            #if os(Linux)
+            elapsed = { .nanoseconds(Self.bootTimeNanoseconds() &- originNanoseconds) }
+            #else
             elapsed = { origin.duration(to: .now) }
+            #endif
             sleepUntilElapsed = { try await ContinuousClock().sleep(until: origin.advanced(by: $0), tolerance: nil) }
             return
         }
@@ -30,6 +43,15 @@ package struct SessionClock: Sendable {
         elapsed = { origin.duration(to: clock.now) }
         sleepUntilElapsed = { try await clock.sleep(until: origin.advanced(by: $0), tolerance: nil) }
     }
+
+    #if os(Linux)
+    /// `CLOCK_BOOTTIME`, the clock `ContinuousClock` reads on Linux, in nanoseconds.
+    private static func bootTimeNanoseconds() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &time)
+        return Int64(time.tv_sec) &* 1_000_000_000 &+ Int64(time.tv_nsec)
+    }
+    #endif
 
     /// The date of a point on the clock.
     ///

@@ -191,8 +191,10 @@ package final class TrafficControl: Sendable {
         guard let request = ticket.request else { return .proceed }
         let now = clock.elapsed()
         // The first step of a first attempt to the quiet first host: counted, no lock.
-        if ticket.kind == .first, ticket.slot == nil, ticket.waiter == 0, let quiet = quietHost,
-            quiet.admitsQuietly(request, at: now)
+        // (The quiet host is used unretained: it lives as long as traffic control.)
+        if ticket.kind == .first, ticket.slot == nil, ticket.waiter == 0,
+            let quiet = quietHostReference.load(ordering: .acquiring),
+            quiet._withUnsafeGuaranteedRef({ $0.admitsQuietly(request, at: now) })
         {
             ticket.admittedAt = now
             ticket.progress.passedBreaker = true
@@ -405,8 +407,9 @@ package final class TrafficControl: Sendable {
             observed = .failure(error.kind)
         }
         // The success of an attempt admitted quietly, its host still quiet: counted, no lock.
-        if ticket.progress.admittedQuietly, HostTraffic.verdict(observed) == .success, let quiet = quietHost,
-            quiet.countsQuietly(successAdmittedAt: ticket.admittedAt)
+        if ticket.progress.admittedQuietly, HostTraffic.verdict(observed) == .success,
+            let quiet = quietHostReference.load(ordering: .acquiring),
+            quiet._withUnsafeGuaranteedRef({ $0.countsQuietly(successAdmittedAt: ticket.admittedAt) })
         {
             return
         }

@@ -1,0 +1,30 @@
+@testable import BrickRequestCore
+import Testing
+
+/// The session clock over `ContinuousClock`, which reads the system clock directly on Linux.
+@Suite("Session clock", .timeLimit(.minutes(1)))
+struct SessionClockTests {
+    @Test("a sleep until a point on the clock never wakes before elapsed() reaches it")
+    func sleepUntilElapsed() async throws {
+        let clock = SessionClock(ContinuousClock())
+        for step in 1...20 {
+            let deadline = clock.elapsed() + .microseconds(200 * step)
+            try await clock.sleepUntilElapsed(deadline)
+            let woke = clock.elapsed()
+            #expect(woke >= deadline, "woke at \(woke), before \(deadline)")
+        }
+    }
+
+    @Test("elapsed() measures what ContinuousClock measures")
+    func agreesWithContinuousClock() async throws {
+        let clock = SessionClock(ContinuousClock())
+        let start = ContinuousClock.now
+        let before = clock.elapsed()
+        try await Task.sleep(for: .milliseconds(20))
+        let measured = clock.elapsed() - before
+        let reference = start.duration(to: .now)
+        #expect(measured >= .milliseconds(20))
+        // Both read the same clock: the difference is the time between the reads, not drift.
+        #expect(abs((reference - measured).signedNanoseconds) < 5_000_000, "\(measured) against \(reference)")
+    }
+}
