@@ -116,12 +116,6 @@ package final class TrafficControl: Sendable {
     /// Whether some host has a policy of its own (otherwise no lookup by name is needed).
     private let hasHostPolicies: Bool
 
-    /// Traffic control for a session.
-    ///
-    /// - Parameters:
-    ///   - policies: The host policies.
-    ///   - clock: The session's clock.
-    ///   - report: Receives every change (the session logs it and tells its monitors).
     deinit {
         quietHostReference.load(ordering: .acquiring)?.release()
     }
@@ -131,6 +125,12 @@ package final class TrafficControl: Sendable {
         quietHostReference.load(ordering: .acquiring)?.takeUnretainedValue()
     }
 
+    /// Traffic control for a session.
+    ///
+    /// - Parameters:
+    ///   - policies: The host policies.
+    ///   - clock: The session's clock.
+    ///   - report: Receives every change (the session logs it and tells its monitors).
     package init(policies: HostPolicies, clock: SessionClock, report: @escaping @Sendable (TrafficEvent) -> Void) {
         self.policies = policies
         self.clock = clock
@@ -527,13 +527,7 @@ package final class TrafficControl: Sendable {
             return recent
         }
         let key = request.trafficKey
-        let slot: HostSlot
-        if let known = state.hosts[key] {
-            slot = known
-        } else {
-            slot = HostSlot(key: key, HostTraffic(policy: policy(forKey: key), at: now))
-            state.hosts[key] = slot
-        }
+        let slot = slot(forKey: key, in: &state, at: now)
         let spelled = request.spelledAuthority
         state.recentSlot = slot
         state.recentAuthority = spelled.bytes
@@ -546,20 +540,21 @@ package final class TrafficControl: Sendable {
         return slot
     }
 
+    /// The slot of the host with `key`, made (with its policy) the first time it is seen.
+    private func slot(forKey key: String, in state: inout State, at now: Duration) -> HostSlot {
+        if let known = state.hosts[key] { return known }
+        let slot = HostSlot(key: key, HostTraffic(policy: policy(forKey: key), at: now))
+        state.hosts[key] = slot
+        return slot
+    }
+
     /// Hands what the quiet host counted without the lock to its state (made again if it was
     /// forgotten), before anything reads or changes any host's state. Under the lock.
     private func absorbQuietCounts(_ state: inout State, at now: Duration) {
         guard let quiet = quietHost else { return }
         let counts = quiet.take(at: now)
         guard counts.firstAttempts.count > 0 || counts.successes.count > 0 else { return }
-        let slot: HostSlot
-        if let known = state.hosts[quiet.key] {
-            slot = known
-        } else {
-            slot = HostSlot(key: quiet.key, HostTraffic(policy: policy(forKey: quiet.key), at: now))
-            state.hosts[quiet.key] = slot
-        }
-        slot.traffic.absorb(firstAttempts: counts.firstAttempts, successes: counts.successes)
+        slot(forKey: quiet.key, in: &state, at: now).traffic.absorb(firstAttempts: counts.firstAttempts, successes: counts.successes)
     }
 
     /// After `slot`'s state changed (under the lock): whether its host, if it is the quiet host,
