@@ -100,6 +100,14 @@ package enum CurlErrorMapping {
                 requestBytesSent: sent && processed
             )
         }
+        if let refused = retriesExhausted(message: message, freshConnection: easy.requiresFreshConnection) {
+            return TransportError(
+                .connectionReset,
+                message: refused.message,
+                curlCode: Int(code.rawValue),
+                requestBytesSent: sent && refused.processed
+            )
+        }
         if let violation = protocolViolation(code: code, message: message, transfer: transfer, osErrno: osErrno) {
             return TransportError(
                 .invalidResponse,
@@ -170,6 +178,40 @@ package enum CurlErrorMapping {
             return (.invalidResponse, true)
         }
         return (.connectionReset, true)
+    }
+
+    /// What libcurl's "Connection died, tried 5 times before giving up" was; `nil` for any other
+    /// message.
+    ///
+    /// libcurl sends a request again itself, on a fresh connection, when the stream it went on
+    /// was refused (`REFUSED_STREAM`, RFC 9113 §8.7: the server did nothing with it) or when a
+    /// connection it reused turned out closed before any byte of the response — five times, then
+    /// gives up with that message. A transfer that opened a connection of its own each time
+    /// (`CURLOPT_FRESH_CONNECT`: what a request that is not safe to repeat always does here)
+    /// never reused one, so each of its tries was refused and the server processed none of them:
+    /// any method may go again. For a transfer that may ride a reused connection, either can have
+    /// happened. (A burst of streams on a new connection to a server announcing a low
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` ends this way when libcurl sends them before it has read
+    /// the limit, again and again.)
+    ///
+    /// - Parameters:
+    ///   - message: libcurl's message for the failure.
+    ///   - freshConnection: Whether the transfer opened a connection of its own for every try.
+    /// - Returns: The message to report, and whether the request may have been processed.
+    package static func retriesExhausted(message: String, freshConnection: Bool) -> (message: String, processed: Bool)? {
+        guard message.hasPrefix("Connection died, tried") else { return nil }
+        if freshConnection {
+            return (
+                "the server refused the request's stream (REFUSED_STREAM) on every try; it processed none of them: "
+                    + message,
+                false
+            )
+        }
+        return (
+            "the connection died, or the server refused the request's stream (REFUSED_STREAM), before any "
+                + "response on every try: \(message)",
+            true
+        )
     }
 
     /// The kind of a libcurl result: the table, by name.

@@ -222,6 +222,10 @@ final class EasyHandle {
 
     // MARK: - Info
 
+    /// Whether the current transfer was made to open a connection of its own
+    /// (`CURLOPT_FRESH_CONNECT`) rather than ride one it could reuse.
+    var requiresFreshConnection: Bool { applied.freshConnect }
+
     /// Whether any byte of the current request has gone out (`CURLINFO_REQUEST_SIZE`): the
     /// server may then have acted on it (``TransportError/requestBytesSent``).
     var sentRequestBytes: Bool { long(CURLINFO_REQUEST_SIZE) > 0 }

@@ -73,6 +73,27 @@ struct HTTP2StreamResetTests {
     }
 }
 
+@Suite("libcurl giving up after its own tries: refused on every fresh connection, or maybe processed (table)", .timeLimit(.minutes(1)))
+struct RetriesExhaustedTests {
+    @Test("a transfer that never reused a connection was refused each time: nothing was processed")
+    func freshConnection() throws {
+        let message = "Connection died, tried 5 times before giving up"
+        let fresh = try #require(CurlErrorMapping.retriesExhausted(message: message, freshConnection: true))
+        #expect(fresh.processed == false)
+        #expect(fresh.message.contains("REFUSED_STREAM") && fresh.message.hasSuffix(message), "\(fresh.message)")
+        let reused = try #require(CurlErrorMapping.retriesExhausted(message: message, freshConnection: false))
+        #expect(reused.processed == true)
+        #expect(reused.message.contains("connection died") && reused.message.hasSuffix(message), "\(reused.message)")
+    }
+
+    @Test("any other message is not this case")
+    func otherMessages() {
+        for message in ["", "Recv failure: Connection reset by peer", "Connection died"] {
+            #expect(CurlErrorMapping.retriesExhausted(message: message, freshConnection: true) == nil, "\(message)")
+        }
+    }
+}
+
 @Suite("The DNS cache's key of a URL: host:port of a name, none for an address (table)", .timeLimit(.minutes(1)))
 struct DNSCacheNameTests {
     static let rows: [(url: String, name: String?)] = [

@@ -16,8 +16,8 @@ Paths (TOKEN names a test's requests; ID one request):
                                 the KEEP lowest stream ids, sends GOAWAY with the last of them as the
                                 last stream id (0 when KEEP is 0) and closes: the others were never
                                 processed (RFC 9113 §6.8); later connections answer like /echo
-  /refuse/TOKEN/ID              the first request with TOKEN is reset with REFUSED_STREAM before it is
-                                processed; later ones answer like /echo
+  /refuse/TOKEN/TIMES/ID        the first TIMES requests with TOKEN are reset with REFUSED_STREAM before
+                                they are processed; later ones answer like /echo
   /reset-mid-body/TOKEN/TIMES/ID  the first TIMES requests with TOKEN get 200 and 1,000 body bytes, then
                                 RST_STREAM INTERNAL_ERROR; later ones answer like /echo
   /huge-headers                 a response header list of about 600 KiB (4,000 fields)
@@ -54,7 +54,7 @@ CERT, KEY, LOG = sys.argv[1], sys.argv[2], sys.argv[3]
 log_lock = threading.Lock()
 state_lock = threading.Lock()
 goaway_tokens = set()       # tokens whose GOAWAY connection has been chosen
-refused_tokens = set()      # tokens already refused once
+refused_counts = {}         # token -> requests refused so far
 reset_counts = {}           # token -> resets done
 connection_ids = iter(range(1, 1 << 30))
 
@@ -149,11 +149,13 @@ class Connection:
                 log(f"concurrent-max {self.id} {self.max_open}")
             path = headers.get(":path", "/")
             if path.startswith("/refuse/"):
-                _, _, token, ident = path.split("/")
+                _, _, token, times, ident = path.split("/")
                 with state_lock:
-                    first = token not in refused_tokens
-                    refused_tokens.add(token)
-                if first:
+                    done = refused_counts.get(token, 0)
+                    refuse = done < int(times)
+                    if refuse:
+                        refused_counts[token] = done + 1
+                if refuse:
                     log(f"refused {ident}")
                     self.h2.reset_stream(event.stream_id, error_code=h2.errors.ErrorCodes.REFUSED_STREAM)
                     self.requests.pop(event.stream_id, None)
@@ -249,7 +251,7 @@ class Connection:
         elif path.startswith("/goaway/"):
             self.respond(stream, parts[5], body)
         elif path.startswith("/refuse/"):
-            self.respond(stream, parts[3], body)
+            self.respond(stream, parts[4], body)
         elif path.startswith("/limited/"):
             self.respond(stream, parts[2], body)
         elif path.startswith("/reset-mid-body/"):
