@@ -61,8 +61,8 @@ process_tree() {
 }
 
 failed_suites() {
-    grep -oE "recorded an issue (with [^ ]+ argument[^ ]* .* )?at [A-Za-z]+\.swift" "$1" \
-        | grep -oE "[A-Za-z]+\.swift$" | sed 's/\.swift$//' | sort -u | paste -sd'|' - || true
+    grep -oE "recorded an issue (with [^ ]+ argument[^ ]* .* )?at [A-Za-z0-9_+]+\.swift" "$1" \
+        | grep -oE "[A-Za-z0-9_+]+\.swift$" | sed 's/\.swift$//' | sort -u | paste -sd'|' - || true
 }
 
 unfinished_tests() {
