@@ -6,6 +6,7 @@ import BrickTestSupport
 import BrickTesting
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 /// Steps of the wall clock (NTP correcting a clock, a VM resumed, an operator's `date -s`) under a
@@ -104,6 +105,41 @@ struct ClockStepTests {
                 #expect(delivered() == [1, 2, 4], "\(delivered())")
                 #expect(!delivered().contains { $0 >= 1000 })
                 _ = await probe.kill()
+            }
+        }
+    }
+
+    @Test("a write of the outcome slower than the lease: the lease is extended through it; delivered once, no loss reported")
+    func leaseKeptThroughTheOutcomesWrite() async throws {
+        try await withServer { server in
+            try await withDirectory { directory in
+                let inner = try SQLiteOfflineStore(name: "slow-write", directory: directory)
+                let wrote = Mutex(false)
+                // Each `complete` waits for three extensions after it began (~300 ms: longer than
+                // the 300 ms lease). Were the lease no longer kept, none would come.
+                let holder = Mutex<ObservedStore?>(nil)
+                let store = ObservedStore(inner, leaseDuration: .milliseconds(300)) { _ in
+                    guard let observed = holder.withLock({ $0 }) else { return }
+                    let before = observed.extensionCount
+                    let kept = await poll(within: .seconds(10)) { observed.extensionCount >= before + 3 ? true : nil }
+                    if kept == nil { Issue.record("the lease was not extended while the outcome was written") }
+                    wrote.withLock { $0 = true }
+                }
+                holder.withLock { $0 = store }
+                let queue = PersistentRequestQueue(name: "slow-write", store: store, session: session(), retryInterval: .seconds(30))
+                var events = queue.events.makeAsyncIterator()
+                try await queue.add(RecordSale(server.baseURL + "/anything/slow-write", amount: 1))
+                await queue.waitUntilEmpty()
+                #expect(wrote.withLock { $0 })
+                #expect(server.requests(path: "/anything/slow-write").count == 1)
+                #expect(try await inner.count(queue: "slow-write") == 0)
+                // Every event up to the delivery: no store failure (a lease reported lost) among them.
+                var seen: [String] = []
+                while let event = await events.next() {
+                    seen.append("\(event)")
+                    if case .delivered = event { break }
+                }
+                #expect(!seen.contains { $0.contains("storeFailed") }, "\(seen)")
             }
         }
     }

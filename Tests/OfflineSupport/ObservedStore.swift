@@ -1,5 +1,6 @@
 import BrickOffline
 import Foundation
+import Synchronization
 
 /// A store that forwards everything to another and tells the test each time a delivery loop read
 /// that its queue is paused: the barrier that shows the loop looked and claimed nothing.
@@ -12,13 +13,24 @@ package final class ObservedStore: OfflineStore {
     package let extensions: AsyncStream<Date>
     private let extended: AsyncStream<Date>.Continuation
     private let leaseLength: Duration?
+    private let extensionsMade = Mutex(0)
+    /// How many lease extensions were asked for so far.
+    package var extensionCount: Int { extensionsMade.withLock { $0 } }
+    /// Runs before each ``complete(_:lease:)`` goes to the inner store (a slow write).
+    private let beforeComplete: (@Sendable (OfflineEntry.ID) async -> Void)?
 
     /// - Parameters:
     ///   - inner: The store everything goes to.
     ///   - leaseDuration: The lease length the store announces; `nil` for the inner store's.
-    package init(_ inner: any OfflineStore, leaseDuration: Duration? = nil) {
+    ///   - beforeComplete: Awaited before each `complete` is forwarded.
+    package init(
+        _ inner: any OfflineStore,
+        leaseDuration: Duration? = nil,
+        beforeComplete: (@Sendable (OfflineEntry.ID) async -> Void)? = nil
+    ) {
         self.inner = inner
         self.leaseLength = leaseDuration
+        self.beforeComplete = beforeComplete
         (pausedReads, reported) = AsyncStream.makeStream(of: String.self)
         (extensions, extended) = AsyncStream.makeStream(of: Date.self)
     }
@@ -46,15 +58,18 @@ package final class ObservedStore: OfflineStore {
     }
     package func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool {
         extended.yield(expiry)
+        extensionsMade.withLock { $0 += 1 }
         return try await inner.extend(id, lease: lease, until: expiry)
     }
     package func extend(_ id: OfflineEntry.ID, lease: UUID, for duration: Duration, now: Date) async throws -> Bool {
         let (seconds, attoseconds) = duration.components
         extended.yield(now.addingTimeInterval(Double(seconds) + Double(attoseconds) * 1e-18))
+        extensionsMade.withLock { $0 += 1 }
         return try await inner.extend(id, lease: lease, for: duration, now: now)
     }
     package func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool {
-        try await inner.complete(id, lease: lease)
+        await beforeComplete?(id)
+        return try await inner.complete(id, lease: lease)
     }
     package func reschedule(
         _ id: OfflineEntry.ID, lease: UUID, notBefore: Date, attempt: OfflineEntry.AttemptRecord, countsAttempt: Bool

@@ -89,7 +89,9 @@ extension ManagerCore {
             report: { [weak self] (failure: String) in self?.report(failure) }
         )
         let outcome = await attempt(request, context: context, id: id)
-        keeper.cancel()
+        // The lease is kept until the outcome is written: a slow write must not let it lapse.
+        var keeping = true
+        defer { if keeping { keeper.stop() } }
         // An attempt abandoned by `clearAllRequests` changes nothing.
         guard state.withLock({ $0.generation == generation }) else { return }
         // A stop's grace period ended while it ran: the loop hands the entry back.
@@ -118,8 +120,11 @@ extension ManagerCore {
         let record = { @Sendable (error: String) in OfflineEntry.AttemptRecord(date: self.now(), status: nil, error: error) }
         // Until its events are out, an outcome is not settled: `waitUntilEmpty` must not return
         // between the store's write and the event (a subscriber would miss it after `close()`).
+        keeper.settle()
         state.withLock { $0.settling += 1 }
+        keeping = false
         defer {
+            keeper.stop()
             state.withLock { $0.settling -= 1 }
             settled.emit(())
         }

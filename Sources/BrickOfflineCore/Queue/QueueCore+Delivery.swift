@@ -33,9 +33,11 @@ extension QueueCore {
             report: { [weak self] (description: String) in self?.report(storeFailure: description) }
         )
         let (outcome, response) = await send(stored, idempotencyKey: entry.idempotencyKey, attemptsBefore: entry.attempts)
-        keeper.cancel()
         // A stop's grace period ended while it ran: the loop hands the entry back.
-        if loop.isHandingBack(entry.id) { return }
+        if loop.isHandingBack(entry.id) {
+            keeper.stop()
+            return
+        }
         let finished = now()
         let record = OfflineEntry.AttemptRecord(
             date: finished,
@@ -56,7 +58,9 @@ extension QueueCore {
             now: finished,
             retryInterval: retryInterval
         )
-        await apply(decision, to: entry, attempt: record, response: response)
+        // The lease is kept until the outcome is written: a slow write must not let it lapse.
+        keeper.settle()
+        await apply(decision, to: entry, attempt: record, response: response, keeper: keeper)
     }
 
     /// Sends the stored request once, signed; on a `401` with an authenticator, refreshes and
@@ -119,8 +123,11 @@ extension QueueCore {
         _ decision: DeliveryDecision,
         to entry: OfflineEntry,
         attempt: OfflineEntry.AttemptRecord?,
-        response: TransportResponse?
+        response: TransportResponse?,
+        keeper: LeaseKeeper.Running? = nil
     ) async {
+        // Stopped once the outcome is written, before the queue may be seen settled.
+        defer { keeper?.stop() }
         guard let lease = loop.lease(of: entry.id) ?? entry.lease?.token else { return }
         // Until its event is out, an outcome is not settled: `waitUntilEmpty` must not return
         // between the store's write and the event (a subscriber would miss it after `close`).
@@ -157,6 +164,7 @@ extension QueueCore {
         } catch {
             report(storeFailure: error)
         }
+        keeper?.stop()
         state.withLock { $0.settling -= 1 }
         await publishCount()
     }

@@ -47,7 +47,7 @@ package final class TrafficControl: Sendable {
         var slot: HostSlot?
 
         /// When the attempt was last admitted (or refused), on the session clock.
-        var admittedAt: Duration = .zero
+        var admittedAt = Duration(attoseconds: 0)  // inlined; `.zero` is a call
 
         /// Whether the request is tracked at all.
         var isTracked: Bool { request != nil }

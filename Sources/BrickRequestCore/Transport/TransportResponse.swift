@@ -123,16 +123,19 @@ public struct TransportMetrics: Sendable, Hashable {
         case unknown
     }
 
+    // Zeros spelled `Duration(attoseconds: 0)`: inlined, where `Duration.zero` is a call into the
+    // standard library (each transfer makes one of these).
+
     /// Time until the name was resolved.
-    public var nameLookup: Duration = .zero
+    public var nameLookup: Duration = Duration(attoseconds: 0)
     /// Time until the TCP connection was established.
-    public var connect: Duration = .zero
+    public var connect: Duration = Duration(attoseconds: 0)
     /// Time until the TLS handshake completed (zero for plain HTTP).
-    public var tlsHandshake: Duration = .zero
+    public var tlsHandshake: Duration = Duration(attoseconds: 0)
     /// Time until the first response byte.
-    public var firstByte: Duration = .zero
+    public var firstByte: Duration = Duration(attoseconds: 0)
     /// Time for the whole transfer.
-    public var total: Duration = .zero
+    public var total: Duration = Duration(attoseconds: 0)
     /// The HTTP version used.
     public var httpVersion: HTTPVersion = .unknown
     /// Whether an existing connection was reused (no new connection was made).
