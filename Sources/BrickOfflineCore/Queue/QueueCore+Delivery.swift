@@ -126,7 +126,8 @@ extension QueueCore {
         response: TransportResponse?,
         keeper: LeaseKeeper.Running? = nil
     ) async {
-        // Stopped once the outcome is written, before the queue may be seen settled.
+        // The keeper stops once the outcome is written, before the queue may be seen settled
+        // (below); on an early return, here.
         defer { keeper?.stop() }
         guard let lease = loop.lease(of: entry.id) ?? entry.lease?.token else { return }
         // Until its event is out, an outcome is not settled: `waitUntilEmpty` must not return
