@@ -2,6 +2,11 @@ import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
+#if canImport(SwiftOverlayShims)
+// `timespec`'s fields can resolve to the standard library's copy of the C declaration (in this
+// module), depending on build order: imported, so `tv_sec` is visible either way.
+import SwiftOverlayShims
+#endif
 
 /// The session's clock, type-erased: sleeps for retry delays and measures elapsed time.
 package struct SessionClock: Sendable {
