@@ -127,28 +127,32 @@ struct ClockStepTests {
                 }
                 holder.withLock { $0 = store }
                 let sale = RecordSale(server.baseURL + "/anything/slow-write", amount: 1)
-                // Every event up to the end: no store failure (a lease reported lost) among them.
-                var seen: [String] = []
+                /// Every event up to the one `last` names, described: no store failure (a lease
+                /// reported lost) may be among them.
+                func described<Events: AsyncSequence>(_ events: Events, upTo last: String) async throws -> [String] {
+                    var seen: [String] = []
+                    for try await event in events {
+                        seen.append("\(event)")
+                        if seen.last?.hasPrefix(last) == true { break }
+                    }
+                    return seen
+                }
+                let seen: [String]
                 if worker == "queue" {
                     let queue = PersistentRequestQueue(name: "slow-write", store: store, session: session(), retryInterval: .seconds(30))
-                    var events = queue.events.makeAsyncIterator()
+                    let events = queue.events
                     try await queue.add(sale)
                     await queue.waitUntilEmpty()
-                    while let event = await events.next() {
-                        seen.append("\(event)")
-                        if case .delivered = event { break }
-                    }
+                    seen = try await described(events, upTo: "delivered")
                 } else {
                     let manager = OfflineRequestManager(name: "slow-write", store: store, session: session())
-                    var events = manager.events.makeAsyncIterator()
+                    let events = manager.events
                     try await manager.queueRequest(sale)
                     await manager.waitUntilEmpty()
-                    while let event = await events.next() {
-                        seen.append("\(event)")
-                        if case .finished = event { break }
-                    }
+                    seen = try await described(events, upTo: "finished")
                     manager.close()
                 }
+                #expect(seen.last.map { $0.hasPrefix("delivered") || $0.hasPrefix("finished") } == true, "\(seen)")
                 #expect(wrote.withLock { $0 })
                 #expect(server.requests(path: "/anything/slow-write").count == 1)
                 #expect(try await inner.count(queue: "slow-write") == 0)
