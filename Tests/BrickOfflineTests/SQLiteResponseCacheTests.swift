@@ -147,8 +147,12 @@ struct SQLiteResponseCacheTests {
             do {
                 let server = try await BrickTestServer.start()
                 url = server.baseURL + "/cache/profile?max_age=600"
-                let session = Session(configuration: .init(responseCache: try SQLiteResponseCache(name: "api", directory: directory)))
+                let cache = try SQLiteResponseCache(name: "api", directory: directory)
+                let session = Session(configuration: .init(responseCache: cache))
                 body = await DiskCachedGet(url, session: session).response().data
+                // Stores are written by the cache's own writer, after the response is delivered;
+                // another cache object (like another process) sees them once written.
+                try cache.flush()
                 await server.shutdown()
             }
             let session = Session(configuration: .init(responseCache: try SQLiteResponseCache(name: "api", directory: directory)))
