@@ -1,6 +1,11 @@
 internal import CNetlink
 import FoundationEssentials
 import Glibc
+#if canImport(SwiftOverlayShims)
+// `timespec`'s fields can resolve to the standard library's copy of the C declaration, depending
+// on build order (as in SessionClock.swift): imported, so `tv_sec` is visible either way.
+import SwiftOverlayShims
+#endif
 import Synchronization
 @_spi(TransportImplementation) @_spi(Tuning) import BrickRequestCore
 
@@ -24,6 +29,10 @@ public final class NetlinkReachability: ReachabilityMonitor {
     /// How long the kernel must be quiet before subscribers are told about a burst of changes.
     public let debounce: Duration
 
+    /// What the monitor thread decided so far (for tests, which wait for a decision instead of
+    /// sleeping through a silence).
+    package let judgements = BurstJudgements()
+
     /// One monitor for the process, used by sessions that are not given one; `nil` where netlink is
     /// unavailable.
     public static let shared: NetlinkReachability? = try? NetlinkReachability()
@@ -40,13 +49,13 @@ public final class NetlinkReachability: ReachabilityMonitor {
         guard pipe(&fds) == 0 else { throw NetlinkError(operation: "pipe", errno: errno) }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         stopPipe = (fds[0], fds[1])
-        let subscribers = self.subscribers
+        let (subscribers, judgements) = (self.subscribers, self.judgements)
         let stop = fds[0]
         let quiet = Int32(max(1, debounce.milliseconds(atMost: Int(Int32.max))))
         // The socket is handed to the monitor thread and used only there from now on.
         nonisolated(unsafe) let owned = monitor
         let startError = DetachedThread.start(name: "brick-netlink") {
-            Self.run(monitor: owned, stop: stop, quietMilliseconds: quiet, subscribers: subscribers)
+            Self.run(monitor: owned, stop: stop, quietMilliseconds: quiet, subscribers: subscribers, judgements: judgements)
         }
         guard startError == 0 else {
             // The read end was the thread's; the write end is closed by deinit.
@@ -90,9 +99,17 @@ public final class NetlinkReachability: ReachabilityMonitor {
     }
 
     /// The monitor loop: wait for events; once `quietMilliseconds` pass without one, notify.
-    private static func run(monitor: NetlinkSocket, stop: Int32, quietMilliseconds: Int32, subscribers: ReachabilityChanges) {
+    private static func run(
+        monitor: NetlinkSocket,
+        stop: Int32,
+        quietMilliseconds: Int32,
+        subscribers: ReachabilityChanges,
+        judgements: BurstJudgements
+    ) {
         defer { close(stop) }
         var pending = false
+        /// When the socket was last found empty (monotonic nanoseconds).
+        var readThrough: UInt64 = 0
         var fingerprint = RouteFingerprint.current()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
@@ -111,8 +128,12 @@ public final class NetlinkReachability: ReachabilityMonitor {
                 // Only a burst that changed the routes (or the state of an interface they use) is
                 // news: links without routes of their own come and go on busy hosts.
                 let now = RouteFingerprint.current()
-                if now == nil || now != fingerprint { subscribers.notify() }
+                if now == nil || now != fingerprint {
+                    judgements.changes.add(1, ordering: .relaxed)
+                    subscribers.notify()
+                }
                 fingerprint = now
+                judgements.readThrough.store(readThrough, ordering: .releasing)
                 continue
             }
             if fds[0].revents & Int16(POLLIN) != 0 {
@@ -120,10 +141,31 @@ public final class NetlinkReachability: ReachabilityMonitor {
                 while buffer.withUnsafeMutableBytes({
                     recv(monitor.descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
                 }) > 0 {}
+                readThrough = BurstJudgements.monotonicNanoseconds()
                 pending = true
             } else if fds[0].revents != 0 {
                 return
             }
         }
+    }
+}
+
+/// The monitor thread's decisions: a test that must show a burst was *not* a change waits until
+/// the monitor has judged every event queued before a point in time (``readThrough``), then reads
+/// ``changes`` — an event to wait for, instead of a quiet period to sleep through.
+package final class BurstJudgements: Sendable {
+    /// Bursts judged to be changes (each notified the subscribers). Counted before
+    /// ``readThrough`` moves: reading that first (acquiring), then this, sees every change judged
+    /// with it.
+    package let changes = Atomic<Int>(0)
+    /// `CLOCK_MONOTONIC` nanoseconds at which the socket was last found empty before the latest
+    /// judgement: every event the kernel queued before then has been judged.
+    package let readThrough = Atomic<UInt64>(0)
+
+    /// `CLOCK_MONOTONIC` now, in nanoseconds (the clock of ``readThrough``).
+    package static func monotonicNanoseconds() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 }

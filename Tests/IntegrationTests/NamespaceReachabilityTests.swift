@@ -157,25 +157,93 @@ struct NamespaceReachabilityTests {
 
     @Test("links that carry no routes coming and going are not changes; a new route is")
     func unrelatedLinks() async throws {
-        let reachability = try NetlinkReachability(debounce: .milliseconds(20))
+        // In a network namespace of its own: the other tests' namespaces, veth pairs and routes
+        // change the machine's namespace while this one runs.
+        let namespace = "brick-links-\(getpid())"
+        try NginxFixture.shell("ip netns add \(namespace)")
+        defer { _ = try? NginxFixture.shell("ip netns del \(namespace)") }
+        let inside = "ip netns exec \(namespace)"
+        let reachability = try Self.monitor(in: namespace)
+        let judgements = reachability.judgements
         let notifications = Lock(0)
         let changes = reachability.changes()
         let listener = Task {
             for await _ in changes { notifications.withLock { $0 += 1 } }
         }
         defer { listener.cancel() }
-        let name = "bkv\(getpid() % 100_000)"
-        defer { _ = try? NginxFixture.shell("ip link del \(name) 2>/dev/null") }
-        // A veth pair with no addresses, like a container's: only IPv6 link-local bookkeeping.
-        try NginxFixture.shell("ip link add \(name) type veth peer name \(name)p && ip link set \(name) up")
-        try NginxFixture.shell("ip link set \(name)p up")
-        // An observation window, not a timing assertion: 20 ms debounce, 500 ms of quiet.
-        try await Task.sleep(for: .milliseconds(500))
-        #expect(notifications.withLock { $0 } == 0)
-        try NginxFixture.shell("ip addr add 10.214.\(getpid() % 200 + 20).1/24 dev \(name)")
-        for _ in 0..<500 where notifications.withLock({ $0 }) == 0 {
-            try await Task.sleep(for: .milliseconds(10))
+        // A veth pair with no addresses, like a container's: its links come up, then IPv6 gives
+        // each end a link-local address (tentative until duplicate detection ends, ~1 s later).
+        try NginxFixture.shell("\(inside) ip link add bkv type veth peer name bkvp && \(inside) ip link set bkv up")
+        try NginxFixture.shell("\(inside) ip link set bkvp up")
+        var settled = false
+        for _ in 0..<500 {
+            let state = try NginxFixture.shell(
+                "\(inside) sh -c 'cat /sys/class/net/bkv/operstate /sys/class/net/bkvp/operstate /proc/net/if_inet6'"
+            )
+            if Self.settled(state, interfaces: ["bkv", "bkvp"]) {
+                settled = true
+                break
+            }
+            try await Task.sleep(for: .milliseconds(20))
         }
-        #expect(notifications.withLock { $0 } >= 1)
+        #expect(settled, "the pair's links never came up with their link-local addresses")
+        // A barrier instead of a quiet period: one more event that is no change (an alias), sent
+        // after `mark`; once the monitor has judged what it read after `mark`, it has judged every
+        // event of the pair's coming up, and none of them may have been a change.
+        let mark = BurstJudgements.monotonicNanoseconds()
+        try NginxFixture.shell("\(inside) ip link set bkv alias brick-barrier")
+        await eventually { judgements.readThrough.load(ordering: .acquiring) >= mark }
+        #expect(judgements.changes.load(ordering: .relaxed) == 0)
+        // A route of its own is a change, and subscribers hear of it.
+        try NginxFixture.shell("\(inside) ip addr add 10.214.0.1/24 dev bkv")
+        await eventually { judgements.changes.load(ordering: .relaxed) >= 1 }
+        await eventually { notifications.withLock { $0 } >= 1 }
+    }
+
+    /// A monitor of network namespace `namespace`: made on a thread of its own that enters it (a
+    /// thread's network namespace is its own), so the monitor's socket and thread, started from
+    /// there, watch that namespace.
+    private static func monitor(in namespace: String) throws -> NetlinkReachability {
+        let made = Lock<Result<NetlinkReachability, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            defer { done.signal() }
+            let descriptor = open("/var/run/netns/\(namespace)", O_RDONLY)
+            defer { if descriptor >= 0 { close(descriptor) } }
+            // glibc's setns(2), which its Swift module does not declare (_GNU_SOURCE only).
+            typealias SetNamespace = @convention(c) (Int32, Int32) -> Int32
+            let clone_newnet: Int32 = 0x4000_0000  // CLONE_NEWNET
+            guard descriptor >= 0, let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "setns"),
+                unsafeBitCast(symbol, to: SetNamespace.self)(descriptor, clone_newnet) == 0
+            else {
+                let error = NginxFixture.FixtureError(message: "cannot enter network namespace \(namespace): errno \(errno)")
+                made.withLock { $0 = .failure(error) }
+                return
+            }
+            made.withLock { $0 = Result { try NetlinkReachability(debounce: .milliseconds(20)) } }
+        }
+        thread.start()
+        done.wait()
+        return try made.withLock { $0 }!.get()
+    }
+
+    /// Whether `state` (each interface's operstate, then /proc/net/if_inet6) says every one of
+    /// `interfaces` is up with its IPv6 link-local address out of duplicate detection: every event
+    /// of its coming up was sent. if_inet6's fields: address, index, prefix length, scope (0x20:
+    /// link), flags (0x40: tentative), name.
+    private static func settled(_ state: String, interfaces: [String]) -> Bool {
+        let lines = state.split(separator: "\n")
+        guard lines.count >= interfaces.count, lines.prefix(interfaces.count).allSatisfy({ $0 == "up" }) else {
+            return false
+        }
+        return interfaces.allSatisfy { interface in
+            lines.dropFirst(interfaces.count).contains { line in
+                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+                guard fields.count == 6, fields[5] == interface, fields[3] == "20",
+                    let flags = Int(fields[4], radix: 16)
+                else { return false }
+                return flags & 0x40 == 0
+            }
+        }
     }
 }
