@@ -8,15 +8,23 @@ import Testing
 /// in its `resolv.conf`, two HTTP servers, and `brick-dns-probe` running inside it: the client's
 /// name lookups go only to that resolver (`ip netns exec` mounts `/etc/netns/NAME/resolv.conf`
 /// over `/etc/resolv.conf` for the probe alone).
-final class DNSLab: @unchecked Sendable {  // `lock` guards `output`; the rest is set in `init` only
+final class DNSLab: @unchecked Sendable {  // `output` locks itself; the rest is set in `init`, `pids` changed only by the owning test
     let namespace: String
     let subnet: String
     let directory: String
     private var pids: [String: pid_t] = [:]
     private var probe: pid_t = -1
+    /// The probe's process (for the test that the lab leaves nothing behind).
+    var probeProcess: pid_t { probe }
     private var input: Int32 = -1
-    private let lock = NSLock()
-    private var output = Data()
+    /// The probe's output so far. Its reader thread holds this box, never the lab: holding the lab
+    /// kept it alive until the probe ended, and the probe is ended by the lab's `deinit` — every
+    /// lab's namespace and processes outlived its test.
+    private let output = ProbeOutput()
+
+    private final class ProbeOutput: Sendable {
+        let data = Mutex(Data())
+    }
 
     static let resolverScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("DNS/resolver.py").path
@@ -77,15 +85,13 @@ final class DNSLab: @unchecked Sendable {  // `lock` guards `output`; the rest i
             close(outputs[1])
             close(inputs[0])
             input = inputs[1]
-            let readEnd = outputs[0]
-            Thread.detachNewThread { [self] in
+            let (readEnd, output) = (outputs[0], output)
+            Thread.detachNewThread {
                 var chunk = [UInt8](repeating: 0, count: 4096)
                 while true {
                     let count = read(readEnd, &chunk, chunk.count)
                     if count <= 0 { break }
-                    lock.lock()
-                    output.append(contentsOf: chunk[0..<count])
-                    lock.unlock()
+                    output.data.withLock { $0.append(contentsOf: chunk[0..<count]) }
                 }
                 close(readEnd)
             }
@@ -110,9 +116,7 @@ final class DNSLab: @unchecked Sendable {  // `lock` guards `output`; the rest i
     }
 
     var lines: [String] {
-        lock.lock()
-        defer { lock.unlock() }
-        return String(decoding: output, as: UTF8.self).split(separator: "\n").map(String.init)
+        output.data.withLock { String(decoding: $0, as: UTF8.self) }.split(separator: "\n").map(String.init)
     }
 
     /// The resolver's mode from now on (`answer IP`, `drop`, `servfail N IP`, `nxdomain`, `truncate IP`).
@@ -156,8 +160,11 @@ final class DNSLab: @unchecked Sendable {  // `lock` guards `output`; the rest i
 
     func tearDown() {
         if input > 0 { close(input) }
-        if probe > 0 { kill(probe, SIGKILL) }
-        for pid in pids.values { kill(pid, SIGKILL) }
+        // Killed and reaped: no process of the lab outlives it, not even as a zombie.
+        for pid in [probe] + Array(pids.values) where pid > 0 {
+            kill(pid, SIGKILL)
+            _ = Subprocess.wait(pid)
+        }
         _ = try? NginxFixture.shell("ip netns del \(namespace) 2>/dev/null; rm -rf /etc/netns/\(namespace) '\(directory)'")
     }
 
@@ -171,6 +178,17 @@ final class DNSLab: @unchecked Sendable {  // `lock` guards `output`; the rest i
     .enabled(if: VethLab.unavailableReason == nil, "\(VethLab.unavailableReason ?? "")")
 )
 struct DNSFaultTests {
+    @Test("a lab leaves nothing behind: its namespace and its processes end with it")
+    func labCleansUp() async throws {
+        let (namespace, probe) = try await Subprocess.offPool { () throws -> (String, pid_t) in
+            let lab = try DNSLab()
+            return (lab.namespace, lab.probeProcess)
+        }
+        // The lab was released above (its `deinit` runs then, on that thread): nothing of it is left.
+        #expect(try NginxFixture.shell("ip netns list").contains(namespace) == false)
+        #expect(kill(probe, 0) == -1 && errno == ESRCH, "the probe still runs")
+    }
+
     @Test("a resolver that never answers: the lookup ends at the connect timeout, not the resolver's, and says so")
     func noAnswer() async throws {
         let lab = try await Subprocess.offPool { try DNSLab(resolverOptions: "timeout:5 attempts:2", connectTimeout: .seconds(1)) }
