@@ -9,8 +9,13 @@ holds it to what its first line says:
 
     Scripts/check-compile-checks.py [--build-dir .build/debug]
 
-Needs `swift build` (or `swift build --build-tests`) first. Exit status 1 when any file is not
-held to its line; each such file is named with the compiler's first error.
+It then type-checks every target of the Benchmarks package the same way (its files together, as a
+module of its own, warnings included): CI does not build that package (release, with the peers'
+dependencies), and every module it imports is built here, so an API change cannot break
+brick-bench, offline-bench, cache-bench or fleet-bench unseen.
+
+Needs `swift build --build-tests` first. Exit status 1 when any file is not held to its line or a
+benchmark does not type-check cleanly; each is named with the compiler's first diagnostics.
 """
 import argparse
 import glob
@@ -62,7 +67,26 @@ def main():
             failures += 1
             print(f"{name}: its first line must be `// expect: compiles` or `// expect-error: TEXT`")
     print(f"compile checks: {len(files) - failures} of {len(files)} held")
-    return 1 if failures else 0
+    return 1 if failures + check_benchmarks(flags) else 0
+
+
+def check_benchmarks(flags):
+    """Type-checks each target of Benchmarks/Sources; returns how many did not type-check cleanly."""
+    targets = sorted(path for path in glob.glob(os.path.join(ROOT, "Benchmarks", "Sources", "*")) if os.path.isdir(path))
+    failures = 0 if targets else 1
+    for target in targets:
+        name = os.path.basename(target)
+        files = sorted(glob.glob(os.path.join(target, "**", "*.swift"), recursive=True))
+        done = subprocess.run(
+            ["swiftc", "-typecheck", "-swift-version", "6", "-module-name", name, *flags, *files],
+            capture_output=True, text=True)
+        diagnostics = [line for line in done.stderr.splitlines() if " error: " in line or " warning: " in line]
+        if done.returncode != 0 or diagnostics:
+            failures += 1
+            print(f"benchmarks: {name} does not type-check cleanly:")
+            print("\n".join(diagnostics[:20]) if diagnostics else done.stderr.strip()[:2000])
+    print(f"benchmarks: {len(targets) - failures} of {len(targets)} targets type-check")
+    return failures
 
 
 if __name__ == "__main__":
