@@ -255,7 +255,7 @@ let package = Package(
         // For the test suite: measures a large download's memory in a process of its own.
         .executableTarget(
             name: "brick-memory-probe",
-            dependencies: ["BrickRequest", "BrickTestServer"],
+            dependencies: ["BrickRequest", "BrickHAR", "BrickTestServer"],
             path: "Tests/Probes/MemoryProbe"
         ),
         // For the test suite: many requests under a resource limit (ulimit -n, ulimit -v) that its

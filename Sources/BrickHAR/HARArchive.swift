@@ -154,10 +154,17 @@ extension HARExchange {
         return fields
     }
 
+    /// The longest time or timing read from a HAR file, in milliseconds (a year); longer ones are
+    /// clamped to it.
+    static let longestTiming: Double = 365 * 24 * 3600 * 1000
+
     private static func metrics(_ entry: HARFormat.Entry) -> TransportMetrics {
+        // A HAR file is input: a time past a year (`1e16`, `1e300`, `inf`) is clamped to a year,
+        // never converted as is (an Int64 conversion of it would trap).
         func duration(_ milliseconds: Double?) -> Duration {
             guard let milliseconds, milliseconds > 0 else { return .zero }
-            return .microseconds(Int64(milliseconds * 1000))
+            let microseconds = min(milliseconds, Self.longestTiming) * 1000
+            return .microseconds(Int64(microseconds))
         }
         let timings = entry.timings
         var metrics = TransportMetrics()

@@ -1,5 +1,6 @@
 @_spi(TransportImplementation) public import BrickRequestCore
 public import FoundationEssentials
+import Glibc
 public import HTTPTypes
 
 /// One request and what came of it — a response, or a transport failure — as an HTTP Archive
@@ -81,6 +82,9 @@ public struct HARExchange: Sendable, Hashable {
 
 extension HARExchange {
     /// The exchange of `request` and `result`, redacted, with bodies cut at `bodyLimit` bytes.
+    ///
+    /// With a limit, each body kept is a copy of its first `bodyLimit` bytes (never a slice that
+    /// keeps the whole response alive), and a downloaded file is read only that far.
     init(
         request: TransportRequest,
         result: Result<TransportResponse, TransportError>,
@@ -90,20 +94,19 @@ extension HARExchange {
     ) {
         self.startedAt = startedAt
         method = request.method
-        url = redaction.redact(url: request.urlString)
-        requestHeaders = redaction.redact(request.headerFields)
+        url = request.urlString
+        requestHeaders = request.headerFields
         requestBody = request.body.flatMap { Self.collected($0, limit: bodyLimit) }
         switch result {
         case .success(let transportResponse):
-            response = HTTPResponse(
-                status: transportResponse.status,
-                headerFields: redaction.redact(transportResponse.headerFields)
-            )
-            var body = transportResponse.body ?? Data()
-            if transportResponse.body == nil, let file = transportResponse.bodyFile {
-                body = Self.read(file, limit: bodyLimit) ?? Data()
+            response = HTTPResponse(status: transportResponse.status, headerFields: transportResponse.headerFields)
+            if let body = transportResponse.body {
+                responseBody = bodyLimit == .max ? body : Self.copied(body, limit: bodyLimit)
+            } else if let file = transportResponse.bodyFile {
+                responseBody = Self.read(file, limit: bodyLimit) ?? Data()
+            } else {
+                responseBody = Data()
             }
-            responseBody = body.count > bodyLimit ? body.prefix(bodyLimit) : body
             failure = nil
             metrics = transportResponse.metrics
         case .failure(let error):
@@ -112,6 +115,13 @@ extension HARExchange {
             failure = error
             metrics = TransportMetrics()
         }
+        self = redaction.redact(self)
+    }
+
+    /// A copy of `body`'s first `limit` bytes, sharing no storage with it.
+    private static func copied(_ body: Data, limit: Int) -> Data {
+        let count = min(body.count, limit)
+        return body.withUnsafeBytes { Data(bytes: $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, count: count) }
     }
 
     /// The body's bytes, up to `limit`; `nil` for a streamed body or an unreadable file (not kept).
@@ -130,9 +140,22 @@ extension HARExchange {
         return data
     }
 
+    /// The first `limit` bytes of the file at `path` (the rest is never read); `nil` when it
+    /// cannot be opened.
     private static func read(_ path: String, limit: Int) -> Data? {
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        return data.count > limit ? data.prefix(limit) : data
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while data.count < limit {
+            let wanted = min(buffer.count, limit - data.count)
+            let got = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, wanted) }
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { break }
+            data.append(contentsOf: buffer[..<got])
+        }
+        return data
     }
 
     /// The bytes this exchange holds: bodies, and a rough figure for the rest.

@@ -131,7 +131,10 @@ extension HARFormat {
 
     /// `2026-11-28T03:40:00.123Z` for `date`.
     static func isoString(_ date: Date) -> String {
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        // Years 0001–9999 only (a date out of them, or NaN, is written at the nearest end).
+        let since1970 = date.timeIntervalSince1970 * 1000
+        let bounded = since1970.isNaN ? 0 : min(max(since1970, -62_135_596_800_000), 253_402_300_799_999)
+        let milliseconds = Int64(bounded.rounded(.down))
         var seconds = time_t(milliseconds.quotientAndRemainder(dividingBy: 1000).quotient)
         var millis = Int(milliseconds - Int64(seconds) * 1000)
         if millis < 0 {

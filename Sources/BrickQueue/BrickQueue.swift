@@ -24,8 +24,10 @@ struct BrickQueue: AsyncParsableCommand {
         discussion: """
             The store is a SQLite file (--sqlite PATH) or a PostgreSQL database (--postgres URL; by \
             default DATABASE_URL or PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE from the \
-            environment). A SQLite store belongs to one process: stop its worker first. PostgreSQL is \
-            shared: run it beside the fleet. Entries under a worker's lease are shown as leased and \
+            environment). On a SQLite store, reads (status, list, show, serve's pages) work beside a \
+            running worker; changes (retry, remove, purge, pause, resume) need its worker stopped, or \
+            go through the console mounted in the worker. The file is never migrated, repaired or \
+            moved. PostgreSQL is shared: run every command beside the fleet. Entries under a worker's lease are shown as leased and \
             never changed.
 
             Exit status: 0 done; 1 not found or refused; 2 a usage error.
@@ -75,37 +77,14 @@ struct BrickQueue: AsyncParsableCommand {
     }
 
     /// Opens the store the options name, runs `body` on it, and closes it.
-    func withStore<T: Sendable>(_ body: (any InspectableOfflineStore) async throws -> T) async throws -> T {
+    ///
+    /// A SQLite file is opened as an inspection, never as a worker opens it: nothing is migrated,
+    /// recovered, moved aside or repaired, whatever state it is in. Reads (`changing: false`) take
+    /// no lock and work beside a running worker; changes need the store's lock (its worker
+    /// stopped).
+    func withStore<T: Sendable>(changing: Bool = false, _ body: (any InspectableOfflineStore) async throws -> T) async throws -> T {
         if let sqlitePath {
-            let url = URL(fileURLWithPath: sqlitePath)
-            guard FileManager.default.fileExists(atPath: url.path) else {
-                throw Refusal("no store at \(sqlitePath) (a SQLite store is a NAME.sqlite file)")
-            }
-            guard url.pathExtension == "sqlite" else {
-                throw Refusal("\(sqlitePath) is not a store file: a SQLite store is named NAME.sqlite")
-            }
-            // Opening migrates: a file of an older release would then refuse that release's workers.
-            let applied: Set<String>
-            do {
-                applied = try SQLiteOfflineStore.appliedMigrations(atPath: url.path)
-            } catch {
-                throw Refusal("\(error)")
-            }
-            if applied.isEmpty { throw Refusal("\(sqlitePath) is not an offline store (it has no store tables)") }
-            if let missing = SQLiteOfflineStore.migrationIdentifiers.first(where: { !applied.contains($0) }) {
-                throw Refusal(
-                    "the store was written by an older release (it lacks migration \"\(missing)\"): use the brick-queue of the workers' release, or open it once with a worker of this release"
-                )
-            }
-            let store: SQLiteOfflineStore
-            do {
-                store = try await SQLiteOfflineStore.open(
-                    name: url.deletingPathExtension().lastPathComponent,
-                    directory: url.deletingLastPathComponent()
-                )
-            } catch {
-                throw Refusal("cannot open \(sqlitePath): \(error) — is its worker still running? A SQLite store belongs to one process")
-            }
+            let store = try Self.sqliteStore(sqlitePath, access: changing ? .change : .read)
             return try await body(store)
         }
         var logger = Logger(label: "brick-queue")
@@ -147,6 +126,41 @@ struct BrickQueue: AsyncParsableCommand {
                 throw Refusal("\(error)")
             }
             return try await body(store)
+        }
+    }
+}
+
+extension BrickQueue {
+    /// The SQLite store at `path`, opened for inspection (``SQLiteOfflineStore/inspecting(atPath:access:)``).
+    static func sqliteStore(_ path: String, access: SQLiteOfflineStore.InspectionAccess) throws -> SQLiteOfflineStore {
+        let url = URL(fileURLWithPath: path)
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            throw Refusal("no store at \(path) (a SQLite store is a NAME.sqlite file)")
+        }
+        guard url.pathExtension == "sqlite" else {
+            throw Refusal("\(path) is not a store file: a SQLite store is named NAME.sqlite")
+        }
+        // A file of an older release is not migrated: its workers would then refuse it.
+        let applied: Set<String>
+        do {
+            applied = try SQLiteOfflineStore.appliedMigrations(atPath: url.path)
+        } catch {
+            throw Refusal("\(error)")
+        }
+        if applied.isEmpty { throw Refusal("\(path) is not an offline store (it has no store tables)") }
+        if let missing = SQLiteOfflineStore.migrationIdentifiers.first(where: { !applied.contains($0) }) {
+            throw Refusal(
+                "the store was written by an older release (it lacks migration \"\(missing)\"): use the brick-queue of the workers' release, or open it once with a worker of this release"
+            )
+        }
+        do {
+            return try SQLiteOfflineStore.inspecting(atPath: url.path, access: access)
+        } catch let error as OfflineStoreError where error.kind == .corrupt {
+            throw Refusal(
+                "\(path) is damaged (\(error.message)); it was left as it is. Copy it aside before anything else: its worker, when it next opens the store, moves it aside and carries every readable entry into a new one (sqlite3's .recover reads what is left by hand)"
+            )
+        } catch {
+            throw Refusal("cannot open \(path): \(error)")
         }
     }
 }

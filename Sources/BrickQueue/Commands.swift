@@ -85,7 +85,7 @@ struct List: AsyncParsableCommand {
                 throw Refusal("no entry \(after) in \(dead ? "the dead letters of " : "")\(queue)")
             }
             // One more than the page: whether there is a next one.
-            return try await store.page(queue: queue, dead: dead, after: after, limit: limit + 1)
+            return try await store.page(queue: queue, dead: dead, after: after, limit: limit == .max ? limit : limit + 1)
         }
         let page = entries.prefix(limit).map(EntryView.init)
         if root.json {
@@ -172,7 +172,7 @@ struct Retry: AsyncParsableCommand {
         let now = Date()
         let ids = self.ids.compactMap(UUID.init(uuidString:))
         let (queue, selection) = (dead, self.selection)
-        let (retried, refused) = try await root.withStore { store -> ([UUID], [String]) in
+        let (retried, refused) = try await root.withStore(changing: true) { store -> ([UUID], [String]) in
             var retried: [UUID] = []
             var refused: [String] = []
             if let queue {
@@ -225,7 +225,7 @@ struct Remove: AsyncParsableCommand {
 
     func run() async throws {
         let ids = self.ids.compactMap(UUID.init(uuidString:))
-        let outcomes = try await root.withStore { store in
+        let outcomes = try await root.withStore(changing: true) { store in
             var outcomes: [(UUID, OfflineEntry.Removal)] = []
             for id in ids { outcomes.append((id, try await store.remove(id, unlessLeasedAt: Date()))) }
             return outcomes
@@ -261,7 +261,7 @@ struct Purge: AsyncParsableCommand {
     func run() async throws {
         let now = Date()
         let (queue, selection) = (dead, self.selection)
-        let removed = try await root.withStore { store in
+        let removed = try await root.withStore(changing: true) { store in
             var removed: [UUID] = []
             for entry in try await store.deadLetters(queue: queue) where selection.selects(entry, now: now) {
                 if try await store.remove(entry.id, unlessLeasedAt: now) == .removed { removed.append(entry.id) }
@@ -287,7 +287,7 @@ struct Pause: AsyncParsableCommand {
 
     func run() async throws {
         let queue = self.queue
-        try await root.withStore { store in try await store.setPaused(true, queue: queue) }
+        try await root.withStore(changing: true) { store in try await store.setPaused(true, queue: queue) }
         if root.json { Output.line(["queue": queue, "paused": true]) } else { print("\(queue) paused: workers claim nothing from it until `brick-queue resume \(queue)`") }
     }
 }
@@ -299,7 +299,7 @@ struct Resume: AsyncParsableCommand {
 
     func run() async throws {
         let queue = self.queue
-        try await root.withStore { store in try await store.setPaused(false, queue: queue) }
+        try await root.withStore(changing: true) { store in try await store.setPaused(false, queue: queue) }
         if root.json { Output.line(["queue": queue, "paused": false]) } else { print("\(queue) resumed") }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BrickOfflineCore
+import BrickOfflineSQLite
 import BrickQueueConsole
 import Foundation
 import Hummingbird
@@ -49,7 +50,14 @@ struct Serve: AsyncParsableCommand {
         }
         let (host, port, guarded) = (self.host, self.port, token != nil)
         let guardedToken = token
-        try await root.withStore { store in
+        // On SQLite, with its worker running, the console serves its pages read-only (a change
+        // then says to use the worker's own console or stop it).
+        var changing = true
+        if let path = root.sqlitePath, (try? BrickQueue.sqliteStore(path, access: .change)) == nil {
+            changing = false
+            FileHandle.standardError.write(Data("brick-queue: \(path) is in use by its worker: the console is read-only (changes: stop the worker, or use the console mounted in it)\n".utf8))
+        }
+        try await root.withStore(changing: changing) { store in
             let console = QueueConsole(
                 store: store,
                 token: guardedToken,

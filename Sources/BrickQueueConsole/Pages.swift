@@ -29,12 +29,15 @@ extension QueueConsole {
         )
     }
 
+    /// A redirect to `path`, whose page shows `flash`: the message stays on the server, the URL
+    /// carries only a random reference to it (a link cannot make the console report what it
+    /// did not do).
     func redirect(_ path: String, flash: String? = nil) -> Response {
-        let query = flash.map { "?done=" + ($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "") } ?? ""
+        let query = flash.map { "?done=" + flashes.keep($0) } ?? ""
         return Response(status: .seeOther, headers: [.location: basePath + path + query])
     }
 
-    var csrfField: String { "<input type=\"hidden\" name=\"csrf\" value=\"\(csrf)\">" }
+    var csrfField: String { "<input type=\"hidden\" name=\"csrf\" value=\"\(HTML.escape(Self.csrf))\">" }
 
     /// A one-button form posting to `path`.
     func button(_ label: String, _ path: String, style: String = "", fields: [String: String] = [:], confirm: String? = nil) -> String {
@@ -48,8 +51,8 @@ extension QueueConsole {
     }
 
     func flash(_ request: Request) -> String {
-        guard let done = request.uri.queryParameters["done"].map(String.init), !done.isEmpty else { return "" }
-        return "<p class=\"flash\">\(HTML.escape(done.removingPercentEncoding ?? done))</p>"
+        guard let reference = request.uri.queryParameters["done"].map(String.init), let done = flashes.message(reference) else { return "" }
+        return "<p class=\"flash\">\(HTML.escape(done))</p>"
     }
 
     // MARK: - Overview
@@ -116,11 +119,12 @@ extension QueueConsole {
 
     /// Delivered (green) and failed (red) per minute over the last hour, as an inline SVG.
     static func chart(_ minutes: [OfflineDeliveryMinute], now: Date) -> String {
-        let thisMinute = Int((now.timeIntervalSince1970 / 60).rounded(.down))
+        let thisMinute = Format.minute(of: now) ?? 0
         var delivered = [Int](repeating: 0, count: 60)
         var failed = [Int](repeating: 0, count: 60)
         for minute in minutes {
-            let index = 59 - (thisMinute - Int((minute.minute.timeIntervalSince1970 / 60).rounded(.down)))
+            guard let at = Format.minute(of: minute.minute) else { continue }
+            let index = 59 - (thisMinute - at)
             guard (0..<60).contains(index) else { continue }
             delivered[index] += minute.delivered
             failed[index] += minute.failed
@@ -331,6 +335,32 @@ extension QueueConsole {
             }
         }
         return redirect("/", flash: "\(done) dead letter\(done == 1 ? "" : "s") of \(queue) \(retrying ? "back to pending" : "purged").")
+    }
+}
+
+/// The messages the console's changes report, kept on the server by a random reference (the
+/// last 256: an old reference shows nothing).
+final class Flashes: Sendable {
+    private struct State {
+        var messages: [String: String] = [:]
+        var order: [String] = []
+    }
+    private let state = Mutex(State())
+
+    /// Keeps `message`; returns its reference.
+    func keep(_ message: String) -> String {
+        let reference = QueueConsole.randomHex(16)
+        state.withLock { state in
+            state.messages[reference] = message
+            state.order.append(reference)
+            if state.order.count > 256 { state.messages[state.order.removeFirst()] = nil }
+        }
+        return reference
+    }
+
+    /// The message kept under `reference`, if it is still kept.
+    func message(_ reference: String) -> String? {
+        state.withLock { $0.messages[reference] }
     }
 }
 

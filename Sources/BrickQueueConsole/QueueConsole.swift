@@ -20,19 +20,23 @@ import Synchronization
 /// Safe by default: with a `token`, every request must carry it (`Authorization: Bearer TOKEN`,
 /// or the HttpOnly, SameSite=Strict session cookie the login form sets, good for 12 hours) or is
 /// answered `401`;
-/// without one, only requests whose `Host` is in `allowedHosts` are served (a loopback console
-/// then refuses a page a DNS-rebinding attacker points at it). Every change is a `POST` carrying
-/// the console's CSRF token (a `POST` without it is answered `403`); every stored string is
-/// HTML-escaped; credentials are never stored, so never shown.
+/// without one, only requests whose `Host` is in `allowedHosts` are served — by default the
+/// loopback names only, so a page a DNS-rebinding attacker points at the console is refused
+/// (`421`). Every change is a `POST` carrying a CSRF token bound to the browser (a random
+/// HttpOnly, SameSite=Strict cookie the form must echo; a `POST` without it is answered `403`);
+/// the message a change reports is the console's own (an opaque, one-time reference in the URL,
+/// never text from it); every stored string is HTML-escaped; credentials are never stored, so
+/// never shown. Queue names travel percent-encoded in paths and are decoded once: a queue named
+/// `café`, `ops/eu west?x=1#f` or `q'<b>` is shown and changed as itself.
 public struct QueueConsole: Sendable {
     /// The store the console reads and changes.
     public let store: any InspectableOfflineStore
     let token: String?
     let basePath: String
-    let allowedHosts: Set<String>?
+    let allowedHosts: Set<String>
     let pageSize: Int
-    let csrf: String
     private let sessions: Sessions
+    let flashes: Flashes
 
     /// A console of `store`.
     ///
@@ -40,8 +44,10 @@ public struct QueueConsole: Sendable {
     ///   - store: The store.
     ///   - token: The secret every request must carry; `nil` for none (bind to loopback then).
     ///   - basePath: Where the routes are mounted (`""` at the root), for links and forms.
-    ///   - allowedHosts: The host names a request's `Host` may name when there is no token
-    ///     (`127.0.0.1`, `localhost`, `[::1]`; any port); `nil` serves any.
+    ///   - allowedHosts: The host names a request's `Host` may name when there is no token (any
+    ///     port). Default, and for `nil`: the loopback names `127.0.0.1`, `localhost` and `[::1]`.
+    ///     A console reached by another name without a token must list it here (and is then
+    ///     reachable by anyone who can reach that name: prefer a token).
     ///   - pageSize: Entries per page. Default 50.
     public init(
         store: any InspectableOfflineStore,
@@ -53,22 +59,30 @@ public struct QueueConsole: Sendable {
         self.store = store
         self.token = token.flatMap { $0.isEmpty ? nil : $0 }
         self.basePath = basePath.hasSuffix("/") ? String(basePath.dropLast()) : basePath
-        self.allowedHosts = allowedHosts
+        self.allowedHosts = Set((allowedHosts ?? Self.loopbackHosts).map { $0.lowercased() })
         self.pageSize = max(1, pageSize)
-        self.csrf = Self.randomHex(32)
         self.sessions = Sessions()
+        self.flashes = Flashes()
     }
+
+    /// The names a console without a token answers by default.
+    static let loopbackHosts: Set<String> = ["127.0.0.1", "localhost", "[::1]"]
+
+    /// The CSRF token of the request being answered (the browser's own, from its cookie, or a
+    /// new one the response sets): what the forms of the page carry.
+    @TaskLocal static var csrf = ""
 
     /// The console's routes, to add to a router (`router.addRoutes(console.routes(), atPath: …)`).
     public func routes<Context: RequestContext>(context: Context.Type = BasicRequestContext.self) -> RouteCollection<Context> {
         let routes = RouteCollection(context: Context.self)
         routes.add(middleware: Guard(console: self))
         routes.get("/") { request, _ in try await overview(request) }
+        routes.head("/") { _, _ in Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"]) }
         routes.get("/events") { _, _ in events() }
         routes.get("/login") { _, _ in loginPage(failed: false) }
         routes.post("/login") { request, _ in try await login(request) }
         routes.get("/queues/:queue") { request, context in
-            try await queuePage(context.parameters.require("queue"), request: request)
+            try await queuePage(Self.queue(in: context), request: request)
         }
         routes.get("/entries/:id") { request, context in
             try await entryPage(context.parameters.require("id", as: UUID.self), request: request)
@@ -80,18 +94,28 @@ public struct QueueConsole: Sendable {
             try await remove(context.parameters.require("id", as: UUID.self), request)
         }
         routes.post("/queues/:queue/pause") { request, context in
-            try await setPaused(true, context.parameters.require("queue"), request)
+            try await setPaused(true, Self.queue(in: context), request)
         }
         routes.post("/queues/:queue/resume") { request, context in
-            try await setPaused(false, context.parameters.require("queue"), request)
+            try await setPaused(false, Self.queue(in: context), request)
         }
         routes.post("/queues/:queue/dead/retry") { request, context in
-            try await bulk(retrying: true, context.parameters.require("queue"), request)
+            try await bulk(retrying: true, Self.queue(in: context), request)
         }
         routes.post("/queues/:queue/dead/purge") { request, context in
-            try await bulk(retrying: false, context.parameters.require("queue"), request)
+            try await bulk(retrying: false, Self.queue(in: context), request)
         }
         return routes
+    }
+
+    /// The queue a path names: its segment percent-decoded once (links encode every byte but
+    /// letters, digits and `-._~`, so `/` and `%` in a name survive the router).
+    static func queue<Context: RequestContext>(in context: Context) throws -> String {
+        let segment = try context.parameters.require("queue")
+        guard let name = segment.removingPercentEncoding else {
+            throw HTTPError(.badRequest, message: "the queue's name in the path is not percent-encoded UTF-8")
+        }
+        return name
     }
 
     // MARK: - Access
@@ -113,18 +137,29 @@ public struct QueueConsole: Sendable {
                     }
                     return console.text(.unauthorized, "401: this console needs its token (Authorization: Bearer, or log in at \(console.basePath)/login)")
                 }
-            } else if let allowed = console.allowedHosts {
+            } else {
+                let allowed = console.allowedHosts
                 guard let authority = request.head.authority, allowed.contains(Self.hostName(authority)) else {
-                    return console.text(.misdirectedRequest, "421: this console answers only as \(allowed.sorted().joined(separator: " or "))")
+                    return console.text(.misdirectedRequest, "421: this console answers only as \(allowed.sorted().joined(separator: " or ")) (give it a token, or list the name in allowedHosts)")
                 }
             }
+            // Double-submit: the form must echo the browser's own CSRF cookie (another site can
+            // neither read it nor, SameSite=Strict, have it sent).
+            let cookie = request.cookies["brick_csrf"]?.value.filter(\.isHexDigit)
             if request.method == .post {
                 let form = try await Form.read(&request)
-                guard let sent = form["csrf"], Self.equal(sent, console.csrf) else {
-                    return console.text(.forbidden, "403: a change needs the console's CSRF token: use the console's own forms")
+                guard let cookie, cookie.count == 64, let sent = form["csrf"], Self.equal(sent, cookie) else {
+                    return console.text(.forbidden, "403: a change needs the console's CSRF token: use the console's own forms (cookies on)")
                 }
             }
-            return try await next(request, context)
+            let csrf = cookie.flatMap { $0.count == 64 ? $0 : nil } ?? QueueConsole.randomHex(32)
+            var response = try await QueueConsole.$csrf.withValue(csrf) { try await next(request, context) }
+            if cookie != csrf {
+                let path = console.basePath.isEmpty ? "/" : console.basePath
+                response.headers.append(HTTPField(name: .setCookie, value: "brick_csrf=\(csrf); Path=\(path); HttpOnly; SameSite=Strict"))
+            }
+            response.headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+            return response
         }
 
         /// `host` of `host:port` (`[::1]` of `[::1]:8080`), lowercased.

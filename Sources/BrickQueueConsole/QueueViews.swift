@@ -180,18 +180,28 @@ package struct DeadReasonGroup {
 
 /// How dates, ages and durations read, in the command line and the console alike.
 package enum Format {
-    /// ISO 8601 in UTC, to the second.
+    /// ISO 8601 in UTC, to the second; a date a store row holds outside years 1–9999 (a damaged
+    /// or hostile row) reads `out of range`, never converted.
     package static func date(_ date: Date) -> String {
-        date.formatted(.iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: false).timeSeparator(.colon))
+        guard (-62_135_596_800.0...253_402_300_799.0).contains(date.timeIntervalSince1970) else { return "out of range" }
+        return date.formatted(.iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: false).timeSeparator(.colon))
     }
 
     /// `42s`, `17m`, `3h5m`, `2d4h`.
+    /// An age past 100,000 years (an absurd date in a store row) reads as that bound, never traps.
     package static func age(_ seconds: Double) -> String {
-        let total = Int(seconds)
+        let total = seconds.isNaN ? 0 : Int(min(max(seconds, 0), 3_155_760_000_000))
         if total < 60 { return "\(total)s" }
         if total < 3600 { return "\(total / 60)m" }
         if total < 86_400 { return "\(total / 3600)h\(total % 3600 / 60)m" }
         return "\(total / 86_400)d\(total % 86_400 / 3600)h"
+    }
+
+    /// The minute `date` falls in, counted from 1970; `nil` for a date outside years 1–9999.
+    package static func minute(of date: Date) -> Int? {
+        let seconds = date.timeIntervalSince1970
+        guard (-62_135_596_800.0...253_402_300_799.0).contains(seconds) else { return nil }
+        return Int((seconds / 60).rounded(.down))
     }
 
     /// `30s`, `15m`, `1h`, `7d` in seconds; `nil` for anything else.

@@ -41,7 +41,11 @@ public enum ReplayMode: String, Sendable, Hashable, CaseIterable {
 ///     ``ReplayMode/record``.
 ///   - matching: What must match besides method and URL.
 ///   - redaction: What to redact when recording.
-///   - sourceLocation: Where issues are reported.
+///   - fileID: The file issues are reported in (the caller's by default: no `import Testing` is
+///     needed where this is called, an XCTest case included).
+///   - filePath: That file's path.
+///   - line: The line issues are reported at.
+///   - column: The column.
 ///   - isolation: The actor `operation` runs on; the caller's by default.
 ///   - operation: The test's code.
 /// - Returns: What `operation` returns.
@@ -52,8 +56,29 @@ public func withReplay<Result>(
     mode: ReplayMode = .replay,
     matching: ReplayMatching = .methodAndURL,
     redaction: HARRedaction = HARRedaction(),
-    sourceLocation: SourceLocation = #_sourceLocation,
+    fileID: String = #fileID,
+    filePath: String = #filePath,
+    line: Int = #line,
+    column: Int = #column,
     isolation: isolated (any Actor)? = #isolation,
+    operation: () async throws -> Result
+) async throws -> Result {
+    try await replaying(
+        path: path, mode: mode, matching: matching, redaction: redaction,
+        sourceLocation: SourceLocation(fileID: fileID, filePath: filePath, line: line, column: column),
+        isolation: isolation, operation: operation
+    )
+}
+
+/// ``withReplay(path:mode:matching:redaction:fileID:filePath:line:column:isolation:operation:)``
+/// with its place given as one `SourceLocation` (the trait's).
+func replaying<Result>(
+    path: String,
+    mode: ReplayMode,
+    matching: ReplayMatching,
+    redaction: HARRedaction,
+    sourceLocation: SourceLocation,
+    isolation: isolated (any Actor)?,
     operation: () async throws -> Result
 ) async throws -> Result {
     let mode = mode.effective
@@ -75,9 +100,11 @@ public func withReplay<Result>(
     let recordings = Mutex<[RecordingTransport]>([])
     let unmatched = Mutex<[String]>([])
     let source = path.lastIndex(of: "/").map { String(path[path.index(after: $0)...]) } ?? path
-    let makeTransport: @Sendable (any Transport) -> any Transport = { original in
+    let makeTransport: @Sendable (Session) -> any Transport = { session in
+        let original = session.transport
         func recording() -> RecordingTransport {
-            let made = RecordingTransport(wrapping: original, redaction: redaction)
+            // The session's own credential fields are redacted too (an X-Api-Key it names).
+            let made = RecordingTransport(wrapping: original, redaction: redaction.adding(headers: session.configuration.sensitiveHeaders))
             recordings.withLock { $0.append(made) }
             return made
         }
@@ -99,7 +126,7 @@ public func withReplay<Result>(
         try HARArchive(exchanges: (existing?.exchanges ?? []) + recorded).write(to: path)
     }
     do {
-        let result = try await Session.withEverySessionTransport(makeTransport, isolation: isolation, operation: operation)
+        let result = try await Session.withEverySessionTransport(forSession: makeTransport, isolation: isolation, operation: operation)
         try finish()
         return result
     } catch {
@@ -129,13 +156,15 @@ public struct ReplayTrait: TestTrait, TestScoping {
         return directory + "/Replays/" + name + ".har"
     }
 
-    /// Runs the test inside ``withReplay(path:mode:matching:redaction:sourceLocation:isolation:operation:)``.
+    /// Runs the test inside ``withReplay(path:mode:matching:redaction:fileID:filePath:line:column:isolation:operation:)``.
     public func provideScope(
         for test: Test,
         testCase: Test.Case?,
         performing function: @Sendable () async throws -> Void
     ) async throws {
-        try await withReplay(path: path, mode: mode, matching: matching, redaction: redaction, sourceLocation: sourceLocation) {
+        try await replaying(
+            path: path, mode: mode, matching: matching, redaction: redaction, sourceLocation: sourceLocation, isolation: nil
+        ) {
             try await function()
         }
     }

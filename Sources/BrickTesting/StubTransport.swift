@@ -125,12 +125,25 @@ public final class StubTransport: Transport {
     /// Creates a stub with no scripts.
     ///
     /// - Parameters:
+    /// The place defaults to where the stub is made (the test's line, not this file's), taken from
+    /// `#fileID`, `#filePath`, `#line` and `#column`, so the stub is made alike in a Swift Testing
+    /// test, an XCTest case, a sample app or a preview (no file needs to import Testing).
+    ///
+    /// - Parameters:
     ///   - clock: The clock that delayed responses wait on; without one, delays are ignored.
-    ///   - sourceLocation: Where a request with no script is reported; default, where the stub is
-    ///     made (the test's line, not this file's).
-    public init(clock: ManualClock? = nil, sourceLocation: SourceLocation = #_sourceLocation) {
+    ///   - fileID: The file a request with no script is reported in.
+    ///   - filePath: That file's path.
+    ///   - line: The line it is reported at.
+    ///   - column: The column.
+    public init(
+        clock: ManualClock? = nil,
+        fileID: String = #fileID,
+        filePath: String = #filePath,
+        line: Int = #line,
+        column: Int = #column
+    ) {
         self.clock = clock
-        self.sourceLocation = sourceLocation
+        self.sourceLocation = SourceLocation(fileID: fileID, filePath: filePath, line: line, column: column)
     }
 
     /// Scripts the responses for requests whose path matches `path` (exact, or a prefix ending in

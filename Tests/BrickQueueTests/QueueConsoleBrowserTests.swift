@@ -91,6 +91,13 @@ struct QueueConsoleBrowserTests {
                 let bulk = PersistentRequestQueue(name: "bulk", store: store, session: session)
                 for number in 0..<10_000 { try await bulk.add(RecordSale(server.baseURL + "/deliver", amount: number)) }
 
+                // Names that need percent-encoding in a path: one pending entry each, no worker.
+                let oddNames = ["café", "ops/eu west?x=1#f", "q'<b>"]
+                for name in oddNames {
+                    let odd = PersistentRequestQueue(name: name, store: store, session: session)
+                    try await odd.add(RecordSale(server.baseURL + "/deliver", amount: 1), options: .init(notBefore: Date().addingTimeInterval(3600)))
+                    await odd.close(gracePeriod: .zero)
+                }
                 let token = "test-token-" + UUID().uuidString
                 try await Self.serving([
                     { _ in QueueConsole(store: store) },
@@ -116,6 +123,10 @@ struct QueueConsoleBrowserTests {
                     #expect(output.contains("{\"ok\": true}"), "\(output)")
                     #expect(FileManager.default.fileExists(atPath: shots + "/console-overview.png"))
                 }
+                // Paused as themselves: no queue named by its encoded form was made.
+                let summaries = try await QueueSummary.all(in: store, now: Date())
+                #expect(Set(summaries.filter { $0.pausedSince != nil }.map(\.queue)) == Set(oddNames + ["bulk"]))
+                #expect(!summaries.contains { $0.queue.contains("%") }, "\(summaries.map(\.queue))")
                 // The worker delivered what the browser resumed and retried.
                 #expect(server.requests(path: "/flaky").count == 2)
                 #expect(try await store.list(queue: "hooks").isEmpty)

@@ -24,6 +24,27 @@ struct LargeDownloadMemoryTests {
         #expect(peak < 64 * 1024 * 1024, "\(output)")
     }
 
+    @Test("a default flight recorder (16 MiB) over 100 responses of 4 MiB and three 100 MiB downloads: the process grows by at most twice its bound")
+    func flightRecorderKeepsToItsBound() async throws {
+        let output = try await Subprocess.run("'\(Self.probePath)' recorder 100")
+        var fields: [String: String] = [:]
+        for field in output.split(whereSeparator: \.isWhitespace) {
+            let parts = field.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        #expect(fields["statuses"] == "200", "\(output)")
+        let bound = 16 << 20
+        let kept = try #require(fields["kept"].flatMap(Int.init), "\(output)")
+        let before = try #require(fields["before"].flatMap(Int.init), "\(output)")
+        let bodies = try #require(fields["bodies"].flatMap(Int.init), "\(output)")
+        let downloads = try #require(fields["downloads"].flatMap(Int.init), "\(output)")
+        #expect(kept <= bound, "\(output)")
+        // Before: each kept 64 KiB prefix held its whole 4 MiB buffer (+400 MiB here), and each
+        // download was read whole (+100 MiB each).
+        #expect(bodies - before <= 2 * bound, "\(output)")
+        #expect(downloads - before <= 2 * bound, "\(output)")
+    }
+
     @Test("a cached GET of a body over its 128 MiB limit: refused at the limit, and the process never holds much more than the limit")
     func cachedBodyOverTheLimit() async throws {
         let output = try await Subprocess.run("'\(Self.probePath)' cached-endless")

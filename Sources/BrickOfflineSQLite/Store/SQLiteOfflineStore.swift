@@ -47,6 +47,13 @@ public final class SQLiteOfflineStore: OfflineStore {
     public let path: String
     /// Where a damaged file found at open was moved, if one was.
     public let recoveredFile: String?
+    /// How many entries were carried from that damaged file into this store (every row still
+    /// readable in it, leases cleared); 0 when none was found.
+    public let recoveredEntries: Int
+    /// How many entries the damaged file counted but that could not be read (lost with its
+    /// damaged pages, kept in ``recoveredFile`` for a forensic look); `nil` when not even its count
+    /// could be read (a file that is not a database at all), 0 when none was found.
+    public let unreadableEntries: Int?
     /// How many damaged rows (a wrongly typed column, a NULL, an id that is not a UUID) were set
     /// aside as dead letters since the store opened (when it opened, or when they were leased),
     /// each with its reason.
@@ -144,29 +151,46 @@ public final class SQLiteOfflineStore: OfflineStore {
         self.lockDescriptor = lockDescriptor
         do {
             var recovered: String? = nil
+            var carried = Carried(entries: 0, unreadable: 0)
             var opened: (DatabasePool, Int)
             do {
+                try Self.checkReadable(path, creating: true)
                 opened = try Self.open(path, synchronous: synchronous)
             } catch let error as DatabaseError
                 where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
             {
                 let file = path
-                recovered = try SQLiteFiles.moveAside(file) {
+                let aside = try SQLiteFiles.moveAside(file) {
                     OfflineStoreError(.io, message: "cannot move the damaged store \(file) aside: \($0)")
                 }
+                recovered = aside
                 opened = try Self.open(path, synchronous: synchronous)
+                carried = Self.carryOver(from: aside, into: opened.0)
+                opened.1 += try opened.0.write { db in try Self.repairRows(in: db) }
             }
             pool = opened.0
             damagedRows.store(opened.1, ordering: .relaxed)
             recoveredFile = recovered
+            recoveredEntries = carried.entries
+            unreadableEntries = carried.unreadable
         } catch {
             close(lockDescriptor)
             throw Self.storeError(error, doing: "open \(path)")
         }
     }
 
+    /// A store an operator's tool opened (``inspecting(atPath:access:)``): nothing recovered.
+    init(inspecting path: String, pool: DatabasePool, lockDescriptor: Int32) {
+        self.path = path
+        self.pool = pool
+        self.lockDescriptor = lockDescriptor
+        recoveredFile = nil
+        recoveredEntries = 0
+        unreadableEntries = 0
+    }
+
     deinit {
-        close(lockDescriptor)
+        if lockDescriptor >= 0 { close(lockDescriptor) }
     }
 
     // MARK: - Opening
@@ -184,7 +208,7 @@ public final class SQLiteOfflineStore: OfflineStore {
     }
 
     /// The lock file's descriptor, locked; `nil` while another holds the lock.
-    private static func tryLock(_ path: String) throws -> Int32? {
+    static func tryLock(_ path: String) throws -> Int32? {
         let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw OfflineStoreError(.io, message: "cannot open \(path): \(String(cString: strerror(errno)))")
@@ -244,6 +268,7 @@ public final class SQLiteOfflineStore: OfflineStore {
                 return Set(try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations"))
             }
         } catch {
+            try checkReadable(path)
             throw OfflineStoreError(.corrupt, message: "\(path) cannot be read as a SQLite store: \(error)")
         }
     }

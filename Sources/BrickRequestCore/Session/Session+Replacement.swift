@@ -110,6 +110,16 @@ extension Session {
         isolation: isolated (any Actor)? = #isolation,
         operation: () async throws -> Result
     ) async rethrows -> Result {
+        try await withEverySessionTransport(forSession: { makeTransport($0.transport) }, isolation: isolation, operation: operation)
+    }
+
+    /// ``withEverySessionTransport(_:isolation:operation:)`` with the whole session given to
+    /// `makeTransport` (its configuration's `sensitiveHeaders`, say), not only its transport.
+    package static func withEverySessionTransport<Result>(
+        forSession makeTransport: @escaping @Sendable (_ original: Session) -> any Transport,
+        isolation: isolated (any Actor)? = #isolation,
+        operation: () async throws -> Result
+    ) async rethrows -> Result {
         openReplacementScopes.add(1, ordering: .relaxed)
         defer { openReplacementScopes.subtract(1, ordering: .relaxed) }
         return try await $everySession.withValue(
@@ -125,19 +135,19 @@ extension Session {
     /// One ``withEverySessionTransport(_:isolation:operation:)`` scope: the session it made for
     /// each session that ran a request in it.
     private final class EverySessionScope: Sendable {
-        let makeTransport: @Sendable (any Transport) -> any Transport
+        let makeTransport: @Sendable (Session) -> any Transport
         /// By the original's identity; the original is kept too, so an identity is never reused
         /// while the scope lives.
         private let sessions = Lock([ObjectIdentifier: (original: Session, scoped: Session)]())
 
-        init(_ makeTransport: @escaping @Sendable (any Transport) -> any Transport) {
+        init(_ makeTransport: @escaping @Sendable (Session) -> any Transport) {
             self.makeTransport = makeTransport
         }
 
         func session(for original: Session) -> Session {
             if let made = sessions.withLock({ $0[ObjectIdentifier(original)]?.scoped }) { return made }
             // Made outside the lock (a transport's init may do real work); the first one kept wins.
-            let made = original.withTransport(makeTransport(original.transport))
+            let made = original.withTransport(makeTransport(original))
             return sessions.withLock { sessions in
                 if let existing = sessions[ObjectIdentifier(original)] { return existing.scoped }
                 sessions[ObjectIdentifier(original)] = (original, made)

@@ -64,13 +64,22 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
 opener = urllib.request.build_opener(NoRedirect)
 with urllib.request.urlopen(guarded + "/login", timeout=10) as response:
     page = response.read().decode()
+    csrf_cookie = response.headers.get("Set-Cookie", "").split(";")[0]
 csrf = page.split('name="csrf" value="')[1].split('"')[0]
+if not csrf_cookie.startswith("brick_csrf=") or csrf_cookie != "brick_csrf=" + csrf:
+    fail(f"the login page's CSRF token is not the browser's own cookie: {csrf_cookie!r}")
+# Another visitor of /login gets a token of their own (never one shared by the process).
+with urllib.request.urlopen(guarded + "/login", timeout=10) as response:
+    other = response.read().decode().split('name="csrf" value="')[1].split('"')[0]
+if other == csrf:
+    fail("two visitors of /login were handed the same CSRF token")
 
 
-def log_in(given):
+def log_in(given, cookie=None):
     body = urllib.parse.urlencode({"csrf": csrf, "token": given}).encode()
     request = urllib.request.Request(guarded + "/login", data=body, method="POST",
-                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+                                     headers={"Content-Type": "application/x-www-form-urlencoded",
+                                              "Cookie": cookie or csrf_cookie})
     try:
         response = opener.open(request, timeout=10)
     except urllib.error.HTTPError as error:
@@ -78,6 +87,9 @@ def log_in(given):
     return response.status, response.headers
 
 
+status, _ = log_in(token, cookie="brick_csrf=" + other)
+if status != 403:
+    fail(f"a form token with another browser's cookie got {status}, not 403")
 status, _ = log_in("wrong-" + token)
 if status != 401:
     fail(f"a wrong token at the login form got {status}")
@@ -90,7 +102,18 @@ if status_of(guarded + "/", headers={"Cookie": session}) != 200:
     fail("the session cookie does not open the console")
 if status_of(guarded + "/", headers={"Cookie": "brick_console=forged"}) != 401:
     fail("a forged session cookie opened the console")
-print("guards: 401 without the token, 403 without the CSRF token; the login form sets an HttpOnly, SameSite=Strict session cookie")
+# Without a token, the console answers only as a loopback name (DNS rebinding: a page of
+# attacker.example whose name now resolves to 127.0.0.1 sends Host: attacker.example).
+if status_of(console + "/", headers={"Host": "attacker.example:8080"}) != 421:
+    fail("a console without a token answered a foreign Host")
+if status_of(console + "/", method="HEAD") != 200:
+    fail("HEAD / is not answered")
+with urllib.request.urlopen(console + "/?done=All%20dead%20letters%20purged", timeout=10) as response:
+    if response.headers.get("X-Content-Type-Options") != "nosniff":
+        fail("a page lacks X-Content-Type-Options: nosniff")
+    if "purged" in response.read().decode():
+        fail("text from the URL is shown as the console's own message")
+print("guards: 401 without the token, 403 without the CSRF token or with another browser's; 421 for a foreign Host; the login form sets an HttpOnly, SameSite=Strict session cookie; the flash is the console's own")
 
 binary = "/usr/bin/chromium"
 driver_path = "/usr/bin/chromedriver"
@@ -112,6 +135,29 @@ try:
         fail("the overview does not show the two dead letters of alerts")
     driver.save_screenshot(os.path.join(shots, "console-overview-paused.png"))
     print("overview: 20 pending in the paused queue hooks, 2 dead letters in alerts")
+
+    # Queues whose names need encoding in a path: each page shows its own entry under its own
+    # name, and Pause acts on that queue (the test then reads the store).
+    for name in ["café", "ops/eu west?x=1#f", "q'<b>"]:
+        driver.get(console + "/")
+        rows = [row for row in driver.find_elements(By.CSS_SELECTOR, "#queues tbody tr")
+                if row.find_element(By.CSS_SELECTOR, "td a").text == name]
+        if len(rows) != 1:
+            fail(f"the overview does not list the queue {name!r} once")
+        rows[0].find_element(By.XPATH, ".//button[text()='Pause']").click()
+        wait.until(lambda d: f"{name} paused" in d.find_element(By.TAG_NAME, "body").text)
+        driver.get(console + "/")
+        rows = [row for row in driver.find_elements(By.CSS_SELECTOR, "#queues tbody tr")
+                if row.find_element(By.CSS_SELECTOR, "td a").text == name]
+        if len(rows) != 1 or "paused" not in rows[0].text:
+            fail(f"the queue {name!r} is not shown paused after Pause")
+        rows[0].find_element(By.CSS_SELECTOR, "td a").click()
+        wait.until(lambda d: d.find_elements(By.TAG_NAME, "h1"))
+        heading = driver.find_element(By.TAG_NAME, "h1").text
+        if heading != f"{name}: pending" or len(driver.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) != 1:
+            fail(f"the page of {name!r} reads {heading!r} with {len(driver.find_elements(By.CSS_SELECTOR, '#entries tbody tr'))} entries")
+    print("odd names: café, ops/eu west?x=1#f and q'<b> each listed, paused and paged as themselves")
+    driver.get(console + "/")
 
     # Resume hooks: the worker delivers, and the count falls on the page without a reload.
     row = driver.find_element(By.XPATH, "//tr[td/a[text()='hooks']]")

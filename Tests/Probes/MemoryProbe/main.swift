@@ -12,6 +12,7 @@
 // With `h2-flood URL CAFILE`: a GET over HTTP/2 of a hostile server's flood (PING or CONTINUATION
 // frames without end), through CurlTransport with no retry; prints `error=KIND before=RSS peak=HWM`
 // and the error's message on a line of its own.
+import BrickHAR
 import BrickRequest
 import BrickTestServer
 import Foundation
@@ -55,6 +56,52 @@ if CommandLine.arguments.dropFirst().first == "cached-endless" {
     let response = await download.response()
     let code = response.error.map { "\($0.code)" } ?? "none"
     print("error=\(code) limit=\(download.maxResponseSize ?? 0) before=\(before) peak=\(peakResidentBytes())")
+    server.shutdown()
+    exit(0)
+}
+
+/// A GET whose 4 MiB body goes to memory, on the session given.
+final class BigGet: Component, GETRequestType, NonAutoRetryType, DataResponseType {
+    let urlString: String
+    let session: Session
+    init(_ url: String, session: Session) {
+        self.urlString = url
+        self.session = session
+        super.init()
+    }
+}
+
+/// A download to a file, on the session given.
+final class BigDownload: Component, GETRequestType, NonAutoRetryType, DownloadResponseType {
+    let urlString: String
+    let session: Session
+    let downloadDestination: URL
+    init(_ url: String, session: Session, to path: String) {
+        self.urlString = url
+        self.session = session
+        self.downloadDestination = URL(fileURLWithPath: path)
+        super.init()
+    }
+}
+
+// A default flight recorder (16 MiB, 64 KiB bodies) on a session that answers COUNT bodies of
+// 4 MiB, then three 100 MiB downloads: what it keeps must stay within its bound, not the bodies.
+if CommandLine.arguments.dropFirst().first == "recorder", CommandLine.arguments.count == 3, let count = Int(CommandLine.arguments[2]) {
+    let server = try BrickTestServer.start()
+    let recorder = HARRecorder()
+    let session = Session(configuration: .init(), instruments: [recorder])
+    let before = residentBytes()
+    var statuses: Set<Int> = []
+    for _ in 0..<count {
+        statuses.insert(await BigGet(server.baseURL + "/stream-bytes/\(4 << 20)?chunk_size=1048576", session: session).response().status?.code ?? 0)
+    }
+    let afterBodies = residentBytes()
+    let file = NSTemporaryDirectory() + "brick-recorder-probe-\(getpid()).bin"
+    for _ in 0..<3 {
+        statuses.insert(await BigDownload(server.baseURL + "/stream-bytes/\(100 << 20)?chunk_size=1048576", session: session, to: file).response().status?.code ?? 0)
+    }
+    unlink(file)
+    print("statuses=\(statuses.sorted().map(String.init).joined(separator: ",")) kept=\(recorder.byteCount) exchanges=\(recorder.exchanges.count) before=\(before) bodies=\(afterBodies) downloads=\(residentBytes())")
     server.shutdown()
     exit(0)
 }
