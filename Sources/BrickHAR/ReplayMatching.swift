@@ -29,7 +29,7 @@ public struct ReplayMatching: Sendable, Hashable {
 /// A request as a replay compares it: its method, URL in parts, header fields and body.
 package struct ReplayProbe: Sendable, Hashable {
     var method: String
-    /// `scheme://host:port`, lowercased.
+    /// `scheme://host:port`, lowercased, without the scheme's default port.
     var origin: String
     var path: String
     /// Name/value pairs, sorted.
@@ -56,7 +56,7 @@ package struct ReplayProbe: Sendable, Hashable {
         }
         if let schemeEnd = rest.firstRange(of: "://") {
             let pathStart = rest[schemeEnd.upperBound...].firstIndex(of: "/") ?? rest.endIndex
-            origin = rest[..<pathStart].lowercased()
+            origin = Self.normalized(origin: rest[..<pathStart].lowercased())
             path = pathStart == rest.endIndex ? "/" : String(rest[pathStart...])
         } else {
             origin = ""
@@ -66,6 +66,15 @@ package struct ReplayProbe: Sendable, Hashable {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             return Pair(name: parts[0], value: parts.count > 1 ? parts[1] : "")
         }.sorted()
+    }
+
+    /// `origin` without its scheme's default port: `https://h:443` is `https://h`, `http://h:80`
+    /// is `http://h`.
+    static func normalized(origin: String) -> String {
+        for (scheme, port) in [("https://", ":443"), ("http://", ":80")] where origin.hasPrefix(scheme) && origin.hasSuffix(port) {
+            return String(origin.dropLast(port.count))
+        }
+        return origin
     }
 
     init(_ exchange: HARExchange) {

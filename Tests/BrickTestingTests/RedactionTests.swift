@@ -132,6 +132,20 @@ struct RedactionTests {
         #expect(String(decoding: redacted.responseBody, as: UTF8.self) == #"{"auth":"REDACTED"}"#)
     }
 
+    @Test("a recorded https://h:443/p answers https://h/p, and http://h/p answers http://h:80/p (a scheme's default port is no difference)")
+    func defaultPorts() {
+        let recorded = [
+            HARExchange(method: .get, url: "https://api.example.com:443/p?a=1", response: HTTPResponse(status: .ok)),
+            HARExchange(method: .get, url: "http://api.example.com/q", response: HTTPResponse(status: .ok)),
+        ]
+        var index = ReplayIndex(recorded, matching: .methodAndURL)
+        #expect(index.decide(ReplayProbe(method: "GET", url: "https://api.example.com/p?a=1", headers: [:], body: nil)) == .answer(0))
+        #expect(index.decide(ReplayProbe(method: "GET", url: "http://API.example.com:80/q", headers: [:], body: nil)) == .answer(1))
+        if case .answer = index.decide(ReplayProbe(method: "GET", url: "https://api.example.com:8443/p?a=1", headers: [:], body: nil)) {
+            Issue.record("another port matched")
+        }
+    }
+
     @Test("a HAR file with absurd times (1e16, 1e300, 1e400) is read, times clamped to a year, never trapping")
     func absurdTimes() throws {
         let directory = NSTemporaryDirectory() + "brick-har-times-" + UUID().uuidString

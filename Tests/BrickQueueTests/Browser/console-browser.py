@@ -138,21 +138,42 @@ try:
 
     # Queues whose names need encoding in a path: each page shows its own entry under its own
     # name, and Pause acts on that queue (the test then reads the store).
+    def queue_row(name):
+        """The overview's row of queue `name` (the page is reloaded first); the live updates
+        rewrite cells every second, so a lookup that went stale is made again."""
+        from selenium.common.exceptions import StaleElementReferenceException
+        for _ in range(20):
+            try:
+                rows = [row for row in driver.find_elements(By.CSS_SELECTOR, "#queues tbody tr")
+                        if row.find_element(By.CSS_SELECTOR, "td a").text == name]
+                if len(rows) != 1:
+                    fail(f"the overview lists the queue {name!r} {len(rows)} times")
+                return rows[0], rows[0].text
+            except StaleElementReferenceException:
+                time.sleep(0.1)
+        fail(f"the row of {name!r} kept going stale")
+
+    def click_in_row(name, xpath):
+        from selenium.common.exceptions import StaleElementReferenceException
+        for _ in range(20):
+            try:
+                row, _ = queue_row(name)
+                row.find_element(By.XPATH, xpath).click()
+                return
+            except StaleElementReferenceException:
+                time.sleep(0.1)
+        fail(f"the row of {name!r} kept going stale")
+
     for name in ["café", "ops/eu west?x=1#f", "q'<b>"]:
         driver.get(console + "/")
-        rows = [row for row in driver.find_elements(By.CSS_SELECTOR, "#queues tbody tr")
-                if row.find_element(By.CSS_SELECTOR, "td a").text == name]
-        if len(rows) != 1:
-            fail(f"the overview does not list the queue {name!r} once")
-        rows[0].find_element(By.XPATH, ".//button[text()='Pause']").click()
+        click_in_row(name, ".//button[text()='Pause']")
         wait.until(lambda d: f"{name} paused" in d.find_element(By.TAG_NAME, "body").text)
         driver.get(console + "/")
-        rows = [row for row in driver.find_elements(By.CSS_SELECTOR, "#queues tbody tr")
-                if row.find_element(By.CSS_SELECTOR, "td a").text == name]
-        if len(rows) != 1 or "paused" not in rows[0].text:
-            fail(f"the queue {name!r} is not shown paused after Pause")
-        rows[0].find_element(By.CSS_SELECTOR, "td a").click()
-        wait.until(lambda d: d.find_elements(By.TAG_NAME, "h1"))
+        _, text = queue_row(name)
+        if "paused" not in text:
+            fail(f"the queue {name!r} is not shown paused after Pause: {text!r}")
+        click_in_row(name, ".//td/a")
+        wait.until(lambda d: d.find_elements(By.TAG_NAME, "h1") and "pending" in d.find_element(By.TAG_NAME, "h1").text)
         heading = driver.find_element(By.TAG_NAME, "h1").text
         if heading != f"{name}: pending" or len(driver.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) != 1:
             fail(f"the page of {name!r} reads {heading!r} with {len(driver.find_elements(By.CSS_SELECTOR, '#entries tbody tr'))} entries")
