@@ -123,7 +123,10 @@ for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "-
                  "--disable-gpu", "--no-first-run", "--disable-extensions"]:
     options.add_argument(argument)
 driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
-wait = WebDriverWait(driver, 45, poll_frequency=0.2)
+# A page replaced while a condition reads it (a redirect after a POST, the live update) leaves a
+# stale element: the condition is then read again, not failed.
+from selenium.common.exceptions import StaleElementReferenceException
+wait = WebDriverWait(driver, 45, poll_frequency=0.2, ignored_exceptions=[StaleElementReferenceException])
 try:
     def cell(name):
         return driver.find_element(By.CSS_SELECTOR, f'[data-count="{name}"]').text
