@@ -29,6 +29,14 @@ enum CurlCallbacks {
     /// `errno` stays with the transfer (libcurl reports only "couldn't connect").
     static let openSocket: ccurl_opensocket_callback = { userData, _, address in
         guard let address else { return ccurl_socket_bad() }
+        // The egress policy, on the address about to be connected: no gap for DNS rebinding.
+        let refused = Transfer.with(cell: userData) { transfer in
+            guard let policy = transfer.connection.egress else { return false }
+            let offset = MemoryLayout<curl_sockaddr>.offset(of: \.addr)!
+            let socketAddress = UnsafeRawPointer(address).advanced(by: offset).assumingMemoryBound(to: sockaddr.self)
+            return transfer.driver.refusesEgress(for: transfer, policy: policy, address: IPAddress(socketAddress: socketAddress))
+        }
+        if refused { return ccurl_socket_bad() }
         let socket = Glibc.socket(
             address.pointee.family,
             address.pointee.socktype | ccurl_sock_cloexec(),

@@ -151,6 +151,23 @@ extension CurlDriver {
         transfer.connection.requiresNewConnection = false
         let secure = request.isSecure
         transfer.connection.mayMultiplex = secure && configuration.httpVersion == .http2OverTLS
+        transfer.connection.egress = nil
+        if let policy = options.egressPolicy, !policy.isUnrestricted, configuration.unixSocketPath == nil {
+            if let proxy = resolvedProxy.proxy(forHost: request.host, secure: secure) {
+                // The client sees only the proxy's address: the proxy must enforce the policy.
+                guard policy.trustsProxy else {
+                    return TransportError(
+                        .egressRefused,
+                        message: "egress refused: \(request.host) would be reached through the proxy \(proxy), "
+                            + "which the egress policy does not trust to enforce it (EgressPolicy.trustingProxy(), "
+                            + "or TransportConfiguration.proxy = .none); nothing was sent",
+                        requestBytesSent: transfer.redirects.count > 0
+                    )
+                }
+            } else {
+                transfer.connection.egress = policy
+            }
+        }
         // After a network change, connections opened before it may be dead (libcurl would find out
         // only by failing a request on one): see `CurlTransport.networkDidChange()`.
         let (freshAfterChange, maxLifetime) = connectionLimitsAfterNetworkChange()

@@ -61,7 +61,14 @@ extension CurlDriver {
         localPort: Int
     ) -> Bool {
         guard let easy = transfer.easy, let remoteAddress else { return true }
-        if easy.long(CURLINFO_NUM_CONNECTS) > 0 {
+        let reused = easy.long(CURLINFO_NUM_CONNECTS) == 0
+        if reused, let policy = transfer.connection.egress,
+            refusesEgress(for: transfer, policy: policy, address: IPAddress(parsing: String(cString: remoteAddress)))
+        {
+            // A connection another request opened (perhaps under another policy): checked again.
+            return false
+        }
+        if !reused {
             // A new connection: its socket is among those not keyed yet.
             connections.keyNewSockets()
             return true
@@ -73,6 +80,21 @@ extension CurlDriver {
         else { return true }
         transfer.connection.restartsOnNewConnection = true
         return false
+    }
+
+    /// Whether `policy` refuses a connection to `address` for `transfer`'s current hop; a refusal
+    /// is kept as the transfer's error. An address of another family (a Unix domain socket) is
+    /// the service's own choice and passes.
+    func refusesEgress(for transfer: Transfer, policy: EgressPolicy, address: IPAddress?) -> Bool {
+        guard let address, let reason = policy.refusal(connectingTo: address, host: transfer.request.host) else {
+            return false
+        }
+        transfer.abortError = TransportError(
+            .egressRefused,
+            message: "egress refused: \(reason); nothing was sent to it",
+            requestBytesSent: transfer.redirects.count > 0
+        )
+        return true
     }
 
     func begin(_ transfer: Transfer) {

@@ -136,10 +136,13 @@ final class CurlDriver: @unchecked Sendable {  // inbox under its lock, counts a
     /// Whether requests are checked before going out on a reused connection (libcurl 7.80 or
     /// later, and TCP: see ``ConnectionRegistry``).
     let checksReusedConnections: Bool
+    /// The proxies requests go through, for the egress policy's check.
+    let resolvedProxy: ResolvedProxy
 
     init(configuration: CurlTransport.Configuration, proxy: ResolvedProxy) {
         CurlGlobal.initialize()
         self.configuration = configuration
+        self.resolvedProxy = proxy
         if configuration.storesCookies, let share = curl_share_init() {
             _ = ccurl_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_COOKIE.rawValue))
             cookieShare = share

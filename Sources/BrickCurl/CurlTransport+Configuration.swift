@@ -53,4 +53,22 @@ struct ResolvedProxy: Sendable {
             self.noProxy = environment["no_proxy"] ?? environment["NO_PROXY"] ?? ""
         }
     }
+
+    /// The proxy a request to `host` goes through, or `nil`: `noProxy` read as libcurl does for
+    /// names (`*`, or a comma-separated list of names each matching itself and its subdomains).
+    /// An address range in `noProxy` is not matched here: such a host counts as proxied, which
+    /// errs on the side of refusing under an egress policy.
+    func proxy(forHost host: String, secure: Bool) -> String? {
+        let url = secure ? https : http
+        guard !url.isEmpty else { return nil }
+        let name = host.lowercased()
+        for entry in noProxy.split(separator: ",") {
+            var entry = entry.trimmingPrefix(" ").lowercased()
+            while entry.hasSuffix(" ") { entry.removeLast() }
+            if entry == "*" { return nil }
+            if entry.hasPrefix(".") { entry.removeFirst() }
+            if !entry.isEmpty, name == entry || name.hasSuffix("." + entry) { return nil }
+        }
+        return url
+    }
 }

@@ -26,6 +26,9 @@ extension Transfer {
         var requiresNewConnection = false
         /// Whether this transfer may ride an HTTP/2 connection (TLS, and the transport offers h2).
         var mayMultiplex = false
+        /// The egress policy each address this hop connects to is checked against; `nil` when
+        /// none is (unrestricted, or a trusted proxy enforces it).
+        var egress: EgressPolicy?
     }
 
     /// Flow control of a stream destination (see ``ResponseBodyStream/Demand/pause``).

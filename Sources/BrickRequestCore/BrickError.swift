@@ -53,6 +53,10 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
         /// Not sent: the host's circuit breaker is open after repeated failures;
         /// ``BrickError/notBefore`` says when it lets a probe through.
         public static let circuitOpen = Code("circuitOpen")
+        /// Not sent: the request would have reached an address its ``EgressPolicy`` refuses
+        /// (server-side request forgery stopped at connect time); the message names the host,
+        /// the address and its class. Never retried; an offline queue sets the entry aside.
+        public static let egressRefused = Code("egressRefused")
         /// The response cache alone was asked (``CachePolicy/cacheOnly``, a request's
         /// `Cache-Control: only-if-cached`) and holds no usable response.
         public static let notCached = Code("notCached")
@@ -168,6 +172,7 @@ public struct BrickError: Error, Sendable, Equatable, CustomStringConvertible {
         case .hostPaused: code = .hostPaused
         case .rateLimited: code = .rateLimited
         case .circuitOpen: code = .circuitOpen
+        case .egressRefused: code = .egressRefused
         default: code = .transport
         }
         return BrickError(code, message: error.message, underlying: error)

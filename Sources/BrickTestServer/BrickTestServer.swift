@@ -96,15 +96,18 @@ public final class BrickTestServer: Sendable {
         }
     }
 
-    /// Starts a server on `127.0.0.1` without blocking a thread of the caller's executor.
+    /// Starts a server on `127.0.0.1` (or another loopback address: `127.0.0.2` plays a public
+    /// host in egress tests) without blocking a thread of the caller's executor.
     ///
-    /// - Parameter port: The port, or 0 to let the kernel choose one.
+    /// - Parameters:
+    ///   - port: The port, or 0 to let the kernel choose one.
+    ///   - address: The address to listen on. Default `127.0.0.1`.
     /// - Returns: The running server.
     /// - Throws: When the socket cannot be bound.
-    public static func start(port: Int = 0) async throws -> BrickTestServer {
+    public static func start(port: Int = 0, address: String = "127.0.0.1") async throws -> BrickTestServer {
         let (group, state, bootstrap) = makeBootstrap()
         do {
-            let channel = try await bootstrap.bind(host: "127.0.0.1", port: port).get()
+            let channel = try await bootstrap.bind(host: address, port: port).get()
             return BrickTestServer(port: channel.localAddress?.port ?? 0, state: state, group: group, channel: channel)
         } catch {
             try? await group.shutdownGracefully()

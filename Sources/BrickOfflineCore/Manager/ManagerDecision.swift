@@ -8,6 +8,7 @@ import Foundation
 /// |---|---|
 /// | success | ``finished`` |
 /// | the time limit ran out (``OfflineRequestTimeout``) | ``fail(reason:)`` — never retried |
+/// | refused by the egress policy (``BrickError/Code/egressRefused``) | ``fail(reason:)`` — never retried |
 /// | a network-class failure (``NetworkFailure/isNetwork``) | ``keep(notBefore:reason:)`` after the submission interval; not counted |
 /// | held back by the host's traffic policy with a date (`heldBackUntil`, from ``BrickError/notBefore``) | ``keep(notBefore:reason:)`` until that date; not counted |
 /// | any other failure the request or the delegate asks to retry | ``again(reason:)``, at once; counted |
@@ -44,6 +45,9 @@ package enum ManagerDecision: Sendable, Hashable {
         case .success:
             return .finished
         case .failure(let error) where error is OfflineRequestTimeout:
+            return .fail(reason: "\(error)")
+        case .failure(let error) where (error as? BrickError)?.code == .egressRefused
+            || (error as? TransportError)?.kind == .egressRefused:
             return .fail(reason: "\(error)")
         case .failure(let error) where NetworkFailure.of(error).isNetwork:
             return .keep(notBefore: heldBackUntil ?? now.addingTimeInterval(submissionInterval.seconds), reason: "\(error)")

@@ -16,6 +16,9 @@ package enum AttemptOutcome: Sendable, Hashable {
     /// for, the host's rate, an open circuit breaker): nothing was sent; `until` is when the host
     /// may be tried again, when known.
     case heldBack(until: Date?, reason: String)
+    /// The session's egress policy refused the address (``TransportError/Kind/egressRefused``):
+    /// nothing was sent, and no later attempt would be allowed either.
+    case egressRefused(String)
 }
 
 /// What a queue does after an attempt: the pure decision at the heart of offline delivery,
@@ -41,6 +44,7 @@ package enum DeliveryDecision: Sendable, Hashable {
     /// | the attempt limit reached (`maxAttempts`) | dead letter "ran out of attempts" |
     /// | past `expiresAt` (checked before an attempt too) | dead letter "expired" |
     /// | unreadable stored request | dead letter with the reason |
+    /// | refused by the egress policy (a private, loopback or metadata address) | dead letter with the reason at once; the attempt counts |
     package static func decide(
         _ outcome: AttemptOutcome,
         attemptsBefore: Int,
@@ -60,6 +64,8 @@ package enum DeliveryDecision: Sendable, Hashable {
         case .transport(let kind):
             countsAttempt = NetworkFailure.of(kind).mayHaveLeftTheMachine
             reason = "transport failure: \(kind)"
+        case .egressRefused(let why):
+            return .deadLetter(reason: why, countsAttempt: true)
         case .unreadable(let why):
             return .deadLetter(reason: "the stored request cannot be sent: \(why)", countsAttempt: false)
         case .authentication(let why):

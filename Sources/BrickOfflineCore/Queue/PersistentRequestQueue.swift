@@ -78,6 +78,10 @@ public final class PersistentRequestQueue: Sendable {
     public let retryInterval: Duration
     /// Signs each attempt at send time, refreshing once on `401`; `nil` for none.
     public let authenticator: Authenticator?
+    /// Signs each attempt as a Standard Webhooks message when it is sent (`webhook-id`: the
+    /// entry's idempotency key, the same on every attempt; a fresh `webhook-timestamp`); `nil`
+    /// for none. Its secrets are never stored.
+    public let webhookSigner: WebhookSigner?
     /// The most entries attempted at once (default 1: one after another). On a store shared by
     /// several processes, the most attempted at once by all of them together.
     public var simultaneousRequestCap: Int { core.cap }
@@ -121,6 +125,7 @@ public final class PersistentRequestQueue: Sendable {
     ///   - session: Sends the requests.
     ///   - retryInterval: How long a failed entry waits.
     ///   - authenticator: Signs each attempt; `nil` for none.
+    ///   - webhookSigner: Signs each attempt as a Standard Webhooks message; `nil` for none.
     ///   - sensitiveHeaders: More header names `add` refuses to store.
     ///   - simultaneousRequestCap: The most entries attempted at once, by every process sharing
     ///     the store together. Default 1 (strictly one after another, in order).
@@ -133,10 +138,12 @@ public final class PersistentRequestQueue: Sendable {
         session: Session = .shared,
         retryInterval: Duration = .seconds(30),
         authenticator: Authenticator? = nil,
+        webhookSigner: WebhookSigner? = nil,
         sensitiveHeaders: Set<String> = [],
         simultaneousRequestCap: Int = 1,
         logger: Logger? = nil
     ) {
+        self.webhookSigner = webhookSigner
         self.name = name
         self.store = store
         self.session = session
@@ -148,6 +155,7 @@ public final class PersistentRequestQueue: Sendable {
             session: session,
             retryInterval: retryInterval,
             authenticator: authenticator,
+            webhookSigner: webhookSigner,
             sensitiveHeaders: sensitiveHeaders,
             cap: simultaneousRequestCap,
             logger: logger
@@ -174,7 +182,7 @@ public final class PersistentRequestQueue: Sendable {
     public func add(_ endpoint: some RequestType, options: EntryOptions = EntryOptions()) async throws(BrickError)
         -> OfflineEntry.ID
     {
-        try await add(try session.renderForStorage(endpoint), options: options, completion: nil)
+        try await add(try renderForStorage(endpoint), options: options, completion: nil)
     }
 
     /// Adds a rendered request; see ``add(_:options:)``.
@@ -194,7 +202,21 @@ public final class PersistentRequestQueue: Sendable {
         options: EntryOptions = EntryOptions(),
         completion: @escaping @Sendable (Result<TransportResponse, BrickError>) -> Void
     ) async throws(BrickError) -> OfflineEntry.ID {
-        try await add(try session.renderForStorage(endpoint), options: options, completion: completion)
+        try await add(try renderForStorage(endpoint), options: options, completion: completion)
+    }
+
+    /// Renders `endpoint` to be stored; one that signs its webhooks needs the queue's signer (its
+    /// own cannot be stored).
+    private func renderForStorage(_ endpoint: some RequestType) throws(BrickError) -> TransportRequest {
+        if endpoint.requestWebhookSigner != nil, webhookSigner == nil {
+            throw BrickError(
+                .invalidRequest,
+                message: "\(type(of: endpoint)) signs its webhooks, and its secret is never stored: "
+                    + "make the queue with a webhookSigner, which signs each attempt when it is sent"
+            )
+        }
+        let request = try session.renderForStorage(endpoint)
+        return request
     }
 
     private func add(

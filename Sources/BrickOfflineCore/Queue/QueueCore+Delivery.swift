@@ -46,7 +46,8 @@ extension QueueCore {
                 switch outcome {
                 case .status(let code): return (200..<300).contains(code) ? nil : "status \(code)"
                 case .transport(let kind): return "transport failure: \(kind)"
-                case .unreadable(let why), .authentication(let why), .heldBack(_, let why): return why
+                case .unreadable(let why), .authentication(let why), .heldBack(_, let why), .egressRefused(let why):
+                    return why
                 }
             }()
         )
@@ -84,6 +85,10 @@ extension QueueCore {
             var request: TransportRequest
             do {
                 request = try stored.transportRequest(idempotencyKey: idempotencyKey, credential: credential)
+                if let webhookSigner {
+                    // Signed at send time, afresh each attempt; the secret never reaches the store.
+                    request = try request.signedAsWebhook(by: webhookSigner, id: idempotencyKey, date: now())
+                }
             } catch {
                 return (.unreadable("\(error)"), nil)
             }
@@ -114,6 +119,7 @@ extension QueueCore {
                 if NetworkFailure.of(error.kind) == .heldBack {
                     return (.heldBack(until: session.heldBackDate(for: error, now: now()), reason: error.message), nil)
                 }
+                if error.kind == .egressRefused { return (.egressRefused(error.message), nil) }
                 return (.transport(error.kind), nil)
             }
         }

@@ -29,6 +29,8 @@ final class QueueCore: Sendable {
     let session: Session
     let retryInterval: Duration
     let authenticator: Authenticator?
+    /// Signs each attempt as a Standard Webhooks message (`webhook-id`: the entry's idempotency key).
+    let webhookSigner: WebhookSigner?
     let sensitiveHeaders: Set<String>
     /// The most entries attempted at once, by every worker of the store together.
     let cap: Int
@@ -50,6 +52,7 @@ final class QueueCore: Sendable {
         session: Session,
         retryInterval: Duration,
         authenticator: Authenticator?,
+        webhookSigner: WebhookSigner? = nil,
         sensitiveHeaders: Set<String>,
         cap: Int,
         logger: Logger?
@@ -62,6 +65,7 @@ final class QueueCore: Sendable {
         self.session = session
         self.retryInterval = retryInterval
         self.authenticator = authenticator
+        self.webhookSigner = webhookSigner
         // The session's credential names too: what it never sends across origins is never stored.
         self.sensitiveHeaders = sensitiveHeaders.union(session.configuration.sensitiveHeaders)
         self.cap = max(1, cap)

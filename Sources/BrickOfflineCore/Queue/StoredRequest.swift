@@ -17,6 +17,9 @@ package struct StoredRequest: Codable, Sendable, Hashable {
     var timeoutSeconds: Double?
     var maxResponseSize: Int64?
     var followsRedirects: Bool?
+    /// The endpoint's own egress policy (``RequestType/egressPolicy``), kept so that a queue
+    /// whose session is less strict still obeys it; absent: the delivering session's.
+    var egressPolicy: EgressPolicy?
 
     /// The largest body an entry holds.
     static let maxBodyBytes = 16 << 20
@@ -72,6 +75,7 @@ package struct StoredRequest: Codable, Sendable, Hashable {
         self.timeoutSeconds = request.options.timeout.map(\.seconds)
         self.maxResponseSize = request.options.maxResponseSize
         self.followsRedirects = request.options.followsRedirects ? nil : false
+        self.egressPolicy = request.options.egressPolicy
     }
 
     /// The request to send for one attempt: the stored one, with `Idempotency-Key` when the
@@ -91,13 +95,14 @@ package struct StoredRequest: Codable, Sendable, Hashable {
             pairs.removeAll { $0.name.lowercased() == name.lowercased() }
             pairs.append((name: name, value: value))
         }
-        let options = TransportRequest.Options(
+        var options = TransportRequest.Options(
             // A damaged row may hold any number: past 10^12 s (beyond any wait) it means no limit's
             // worth of difference, and Duration would trap on 10^300.
             timeout: timeoutSeconds.flatMap { $0.isFinite && $0 > 0 ? Duration.seconds(min($0, 1e12)) : nil },
             maxResponseSize: maxResponseSize,
             followsRedirects: followsRedirects ?? true
         )
+        options.egressPolicy = egressPolicy
         return try TransportRequest(method: method, url: url, headers: pairs, body: body.map { .data($0) }, options: options)
     }
 

@@ -67,6 +67,13 @@ public protocol RequestType: AnyObject {
     /// Where this request logs, or `nil` for its session's ``Session/logger``. Default `nil`. Its
     /// level is read when the request is prepared.
     var logger: Logger? { get }
+    /// Which addresses this endpoint may reach, or `nil` for its session's
+    /// (``Session/Configuration/egressPolicy``). Default `nil`; an endpoint that posts to a URL
+    /// a user gave returns ``EgressPolicy/publicInternetOnly``.
+    var egressPolicy: EgressPolicy? { get }
+    /// The signer that signs each attempt as a Standard Webhooks message, or `nil`. Default
+    /// `nil`; ``SignedWebhookType`` supplies its ``SignedWebhookType/webhookSigner``.
+    var requestWebhookSigner: WebhookSigner? { get }
 }
 
 extension RequestType {
@@ -98,6 +105,10 @@ extension RequestType {
     public var logger: Logger? { nil }
     /// None: the parameters make the body.
     public var requestBody: RequestBody? { nil }
+    /// The session's.
+    public var egressPolicy: EgressPolicy? { nil }
+    /// None.
+    public var requestWebhookSigner: WebhookSigner? { nil }
 }
 
 extension RequestType where JSONBody == NoJSONBody? {

@@ -20,6 +20,9 @@ struct PreparedRequest: Sendable {
     let validation: ResponseValidation?
     var retry: AutoRetryConfiguration
     let authenticator: Authenticator?
+    /// The endpoint's webhook signer and the message's `webhook-id`, when it signs
+    /// (``SignedWebhookType``); boxed: most requests never have one.
+    let webhook: SharedValue<Webhook>?
     /// The endpoint's cache, when it has one (boxed, as the render failure is).
     private let cachingBox: SharedValue<ResponseCaching>?
     /// The session's instruments' observers of this request; `nil` when none observes it.
@@ -78,6 +81,9 @@ struct PreparedRequest: Sendable {
         validation = request.responseValidation
         retry = request.autoRetryConfiguration
         authenticator = request.requestAuthenticator
+        webhook = request.requestWebhookSigner.map { signer in
+            SharedValue(Webhook(signer: signer, id: request.idempotencyKey ?? Webhook.id(of: request)))
+        }
         let operationName = request.operationName
         self.operationName = operationName
         ownLogger = request.logger
@@ -149,5 +155,17 @@ struct Outcome: Sendable {
                 notBefore: notBefore
             )
         }
+    }
+}
+
+/// What signs each attempt of a ``SignedWebhookType`` endpoint.
+struct Webhook: Sendable {
+    let signer: WebhookSigner
+    /// The `webhook-id`, the same on every attempt.
+    let id: String
+
+    /// A key made once per request object (a ``Component``'s), else a new one.
+    static func id(of request: some RequestType) -> String {
+        (request as? Component)?.idempotencyKeyValue ?? UUID().uuidString
     }
 }

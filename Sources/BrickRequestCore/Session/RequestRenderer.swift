@@ -10,10 +10,13 @@ package enum RequestRenderer {
     ///   - startsRequest: Whether the request is rendered to be sent; it then takes the
     ///     component's progress handler (see ``RequestType/progress(_:)``), which stays with the
     ///     rendered request for every attempt.
+    ///   - forStorage: Whether the request is kept to be sent later by another session: it then
+    ///     carries only the endpoint's own egress policy, not this session's.
     package static func render(
         _ request: some RequestType,
         session: Session,
-        startsRequest: Bool = false
+        startsRequest: Bool = false,
+        forStorage: Bool = false
     ) throws(BrickError) -> TransportRequest {
         let component = request as? Component
         let parameters = component?.parameterBuilder ?? ParameterBuilder()
@@ -119,6 +122,11 @@ package enum RequestRenderer {
             followsRedirects: request.followsRedirects,
             progress: progress
         )
+        if let policy = request.egressPolicy {
+            options.egressPolicy = policy
+        } else if !forStorage, !session.configuration.egressPolicy.isUnrestricted {
+            options.egressPolicy = session.configuration.egressPolicy
+        }
         if case .file = destination {
             // A download that may be retried keeps what a failed attempt received, to continue it.
             options.keepsPartialDownload = request.autoRetryConfiguration.maxRetryCount > 0
@@ -129,7 +137,7 @@ package enum RequestRenderer {
                 url: url,
                 headers: headers,
                 body: body,
-                options: consume options
+                options: options
             )
         } catch {
             throw BrickError.transport(error)
@@ -173,6 +181,6 @@ extension Session {
     /// Renders `endpoint` into the request this session would send, as `resume()` does, without
     /// sending it: for components that store requests (the offline queue).
     package func renderForStorage(_ endpoint: some RequestType) throws(BrickError) -> TransportRequest {
-        try RequestRenderer.render(endpoint, session: self)
+        try RequestRenderer.render(endpoint, session: self, forStorage: true)
     }
 }

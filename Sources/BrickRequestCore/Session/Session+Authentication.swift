@@ -13,6 +13,11 @@ extension Session {
         prepared: PreparedRequest,
         lifecycle: RequestLifecycle
     ) async throws(BrickError) -> Result<TransportResponse, TransportError> {
+        var request = request
+        if let webhook = prepared.webhook?.value {
+            // Each attempt signed afresh: a new timestamp, the same id.
+            request = try request.signedAsWebhook(by: webhook.signer, id: webhook.id, date: clock.date(at: clock.elapsed()))
+        }
         guard let authenticator = prepared.authenticator else {
             return await send(request, kind: kind, lifecycle: lifecycle, observation: prepared.observation)
         }

@@ -119,9 +119,10 @@ extension Session {
             }
             return
         }
-        if prepared.authenticator != nil || prepared.observation != nil {
-            // Signing needs the credential provider (async), and instruments see each attempt
-            // before and after it: run the whole exchange in a task.
+        if prepared.authenticator != nil || prepared.observation != nil || prepared.webhook != nil {
+            // Signing needs the credential provider (async), a webhook is signed afresh at each
+            // attempt, and instruments see each attempt before and after it: run the whole
+            // exchange in a task.
             let prepared = copy prepared
             Task { [self] in
                 let response = await run(prepared, request: request, lifecycle: lifecycle)

@@ -67,6 +67,9 @@ extension Session {
         var ticket = traffic.ticket(for: request, kind: .first, waitsOutPauses: false)
         if let refusal = await traffic.admit(&ticket, lifecycle: nil) { throw refusal }
         var request = request
+        if request.options.egressPolicy == nil, !configuration.egressPolicy.isUnrestricted {
+            request.options.egressPolicy = configuration.egressPolicy
+        }
         let observation = observation(of: request, operation: nil, attemptsBefore: attemptsBefore)
         let resendCount = observation?.attemptWillStart(&request) ?? 0
         let result: Result<TransportResponse, TransportError>

@@ -190,6 +190,11 @@ extension Session {
         /// (with the curl transport a session makes), and refused by every offline queue on this
         /// session, as the three are. Default none.
         public var sensitiveHeaders: Set<String>
+        /// Which addresses the session's requests may reach: ``EgressPolicy/unrestricted`` by
+        /// default; ``EgressPolicy/publicInternetOnly`` for a session that sends to URLs other
+        /// people give it (webhooks). An endpoint's ``RequestType/egressPolicy`` wins, and the
+        /// offline queues deliver under their session's.
+        public var egressPolicy: EgressPolicy = .unrestricted
 
         /// Creates a configuration.
         ///

@@ -64,6 +64,10 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
         /// Not sent: the host's circuit breaker is open (``CircuitBreakerPolicy``);
         /// ``TransportError/notBefore`` says when it lets a probe through (`nil`: a probe is out).
         public static let circuitOpen = Kind("circuitOpen")
+        /// Not sent: the address a connection was about to open is one the request's
+        /// ``EgressPolicy`` refuses (a private, loopback or metadata address, a deny-listed host,
+        /// or an untrusted proxy). Never retried.
+        public static let egressRefused = Kind("egressRefused")
         /// Any other failure reported by libcurl.
         public static let other = Kind("other")
 

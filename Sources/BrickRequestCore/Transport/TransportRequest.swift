@@ -85,6 +85,10 @@ public struct TransportRequest: Sendable {
         /// way the destination gets a whole body. Ignored, and the file deleted, when the file no
         /// longer holds exactly ``PartialDownload/length`` bytes. Default `nil`.
         public var resumingDownload: PartialDownload?
+        /// Which addresses the request may reach (see ``EgressPolicy``), or `nil` for the
+        /// session's (``Session/Configuration/egressPolicy``); a transport treats `nil` as
+        /// ``EgressPolicy/unrestricted``. Default `nil`.
+        public var egressPolicy: EgressPolicy?
 
         /// Creates options.
         ///
