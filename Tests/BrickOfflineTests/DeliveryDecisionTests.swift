@@ -64,6 +64,13 @@ struct DeliveryDecisionTests {
             outcome: .unreadable("bad"),
             expected: .deadLetter(reason: "the stored request cannot be sent: bad", countsAttempt: false)
         ),
+        // Refused by the egress policy: set aside at once, even with attempts and time to spare.
+        Row(
+            outcome: .egressRefused("egress refused: h → 10.0.0.1 is private"),
+            attemptsBefore: 0,
+            maxAttempts: nil,
+            expected: .deadLetter(reason: "egress refused: h → 10.0.0.1 is private", countsAttempt: true)
+        ),
         Row(
             outcome: .authentication("no token"),
             expected: .retry(notBefore: later, countsAttempt: false, reason: "no credential: no token")

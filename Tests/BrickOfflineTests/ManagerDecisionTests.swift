@@ -41,6 +41,11 @@ struct ManagerDecisionTests {
             error: BrickError(.notConnected, message: "down"), asksAgain: false,
             expected: .keep(notBefore: now.addingTimeInterval(10), reason: "\(BrickError(.notConnected, message: "down"))")
         ),
+        Row(
+            name: "egress refused: never again, even if asked",
+            error: BrickError.transport(TransportError(.egressRefused, message: "egress refused")), asksAgain: true,
+            expected: .fail(reason: "\(BrickError.transport(TransportError(.egressRefused, message: "egress refused")))")
+        ),
         Row(name: "other, asked again", error: Other(), asksAgain: true, expected: .again(reason: "other")),
         Row(name: "other, not asked", error: Other(), asksAgain: false, expected: .fail(reason: "other")),
         Row(

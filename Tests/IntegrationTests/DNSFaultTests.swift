@@ -137,10 +137,38 @@ final class DNSLab: @unchecked Sendable {  // `output` locks itself; the rest is
         }
     }
 
+    static let counterScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("DNS/accept_counter.py").path
+
+    /// Starts a listener in the namespace on `address`:`port` that counts the connections it
+    /// accepts and answers each with `address` (see ``accepts(_:port:)``).
+    func startCounter(_ address: String, port: Int) throws {
+        let log = "\(directory)/accepts-\(address)-\(port)"
+        let out = log + ".out"
+        pids["counter-\(address)-\(port)"] = try Subprocess.spawn(
+            "exec ip netns exec \(namespace) python3 '\(Self.counterScript)' '\(address)' \(port) '\(address)' '\(log)' > '\(out)' 2>&1"
+        )
+        try Self.waitFor("the listener on \(address)") {
+            (try? String(contentsOfFile: out, encoding: .utf8))?.contains("ready") == true
+        }
+    }
+
+    /// Connections the listener on `address`:`port` accepted so far.
+    func accepts(_ address: String, port: Int) -> Int {
+        ((try? String(contentsOfFile: "\(directory)/accepts-\(address)-\(port)", encoding: .utf8)) ?? "")
+            .split(separator: "\n").count
+    }
+
     /// A GET of `http://NAME:8080/who` by the probe, with `retries` retries; its result's fields.
     func get(_ name: String, retries: Int) async -> [String: String] {
+        await get(url: "http://\(name):8080/who", retries: retries, policy: nil)
+    }
+
+    /// A GET of `url` by the probe, on a new session with egress `policy` when given (`public`,
+    /// `public:RANGE`, `unrestricted`); its result's fields.
+    func get(url: String, retries: Int, policy: String?) async -> [String: String] {
         let before = lines.filter { $0.hasPrefix("result ") }.count
-        let command = Array("get http://\(name):8080/who \(retries)\n".utf8)
+        let command = Array("get \(url) \(retries)\(policy.map { " " + $0 } ?? "")\n".utf8)
         _ = command.withUnsafeBytes { write(input, $0.baseAddress, $0.count) }
         let line = await poll(within: .seconds(60)) {
             let results = lines.filter { $0.hasPrefix("result ") }

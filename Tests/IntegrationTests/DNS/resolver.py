@@ -10,6 +10,9 @@ CONTROL is a file read on every query: `MODE [ADDRESS]`. Modes, for every name u
   nxdomain       NXDOMAIN
   truncate IP    over UDP an empty reply with TC set; over TCP the whole answer (the client must
                  ask again over TCP)
+  answer6 IP6    AAAA records with IP6 (A: an empty answer)
+  rebind IP THEN the first A query of each name answers IP, every later one THEN; TTL 0 (DNS
+                 rebinding: a name that looks public once, then points inside)
 Every query is a line in LOG: `udp|tcp NAME TYPE RCODE`. Prints `ready` once both listen.
 """
 import socket
@@ -22,6 +25,7 @@ from dnslib import AAAA, QTYPE, RCODE, RR, A, DNSRecord
 ADDRESS, CONTROL, LOG = sys.argv[1], sys.argv[2], sys.argv[3]
 lock = threading.Lock()
 seen = {}
+seen_a = {}
 
 
 def log(line):
@@ -51,6 +55,16 @@ def reply_for(data, transport):
         reply.header.rcode = RCODE.SERVFAIL
     elif mode == "truncate" and transport == "udp":
         reply.header.tc = 1
+    elif mode == "answer6":
+        if request.q.qtype == QTYPE.AAAA:
+            reply.add_answer(RR(request.q.qname, QTYPE.AAAA, rdata=AAAA(words[1]), ttl=300))
+    elif mode == "rebind":
+        if request.q.qtype == QTYPE.A:
+            with lock:
+                count_a = seen_a.get(name, 0) + 1
+                seen_a[name] = count_a
+            address = words[1] if count_a == 1 else words[2]
+            reply.add_answer(RR(request.q.qname, QTYPE.A, rdata=A(address), ttl=0))
     else:
         address = words[-1]
         if request.q.qtype == QTYPE.A:

@@ -3,9 +3,12 @@
 // For the DNS fault tests, run inside the test's network namespace (`ip netns exec`, which gives
 // it the namespace's resolv.conf): one Session with the default transport and reachability
 // monitor, and the given connect timeout; reads commands on stdin:
-//   get URL RETRIES   a GET that retries up to RETRIES times (0.2 s apart); prints
+//   get URL RETRIES [POLICY]
+//                     a GET that retries up to RETRIES times (0.2 s apart); prints
 //                     `result ok status=S body=BODY retries=N ms=M` or
-//                     `result error kind=K retries=N ms=M message=…`
+//                     `result error kind=K retries=N ms=M message=…`. With POLICY (`unrestricted`,
+//                     `public`, or `public:RANGE` allowing RANGE), on a new session with that
+//                     egress policy (and so an empty DNS cache).
 // Lines are written unbuffered.
 import BrickRequest
 import Foundation
@@ -38,12 +41,23 @@ Thread.detachNewThread {
 say("ready")
 for await command in commands {
     let words = command.split(separator: " ").map(String.init)
-    guard words.count == 3, words[0] == "get", let retries = Int(words[2]) else {
+    guard words.count == 3 || words.count == 4, words[0] == "get", let retries = Int(words[2]) else {
         say("unknown command \(command)")
         continue
     }
+    var chosen = session
+    if words.count == 4 {
+        var own = configuration
+        own.transport.proxy = .none
+        if words[3] == "public" {
+            own.egressPolicy = .publicInternetOnly
+        } else if words[3].hasPrefix("public:"), let range = try? EgressPolicy.Destination(String(words[3].dropFirst(7))) {
+            own.egressPolicy = .publicInternetOnly(allowing: [range])
+        }
+        chosen = Session(configuration: own)
+    }
     let started = ContinuousClock.now
-    let response = await Get(words[1], session: session, retries: retries).response()
+    let response = await Get(words[1], session: chosen, retries: retries).response()
     let elapsed = ContinuousClock.now - started
     let ms = Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
     if let error = response.error {
