@@ -2,7 +2,13 @@
 //
 //   eval "$(Scripts/private-postgres.sh start /tmp/brick-pg)"   # or any database named by PG*
 //   swift run outbox-worker --enqueue http://127.0.0.1:8080/hooks 100   # add 100 orders + their calls
-//   swift run outbox-worker                                             # drain until SIGTERM (Ctrl-C: SIGINT)
+//   swift run outbox-worker --allow 127.0.0.1                           # drain until SIGTERM (Ctrl-C: SIGINT)
+//
+// The partners' URLs are other people's: the worker reaches public addresses only
+// (`EgressPolicy.publicInternetOnly`; `--allow RANGE` adds a host or range, as the loopback
+// partner above needs), and signs every call as a Standard Webhooks message with WEBHOOK_SECRET
+// (`whsec_…`; WEBHOOK_SECRET_PREVIOUS too during a rotation). See the article "Delivering
+// webhooks safely".
 //
 // Run it on several machines at once: they share the queue, at most `--cap` calls in flight in all.
 // On SIGTERM or SIGINT it stops claiming, lets the calls under way finish (10 s at most), hands the
@@ -16,15 +22,17 @@ import PostgresNIO
 import ServiceLifecycle
 import UnixSignals
 
-/// The call the outbox makes: tell a partner that an order exists.
-final class NotifyPartner: Component, POSTRequestType, JSONBodyRequestType {
+/// The call the outbox makes: tell a partner that an order exists, signed.
+final class NotifyPartner: Component, POSTRequestType, JSONBodyRequestType, SignedWebhookType {
     let urlString: String
     let order: Int64
+    let webhookSigner: WebhookSigner
     var jsonBody: [String: Int64]? { ["order": order] }
 
-    init(url: String, order: Int64) {
+    init(url: String, order: Int64, signer: WebhookSigner) {
         self.urlString = url
         self.order = order
+        self.webhookSigner = signer
         super.init()
     }
 }
@@ -36,10 +44,19 @@ func option(_ name: String, in arguments: [String]) -> String? {
 }
 let cap = option("--cap", in: arguments).flatMap(Int.init) ?? 16
 let schema = option("--schema", in: arguments) ?? "brick_offline"
+var allowed: [EgressPolicy.Destination] = []
+if let text = option("--allow", in: arguments) {
+    do {
+        allowed.append(try EgressPolicy.Destination(text))
+    } catch {
+        print("--allow: \(error.message)")
+        exit(64)
+    }
+}
 var enqueue: Enqueuer.Enqueue?
 if let index = arguments.firstIndex(of: "--enqueue") {
     guard index + 2 < arguments.count, let count = Int(arguments[index + 2]) else {
-        print("usage: outbox-worker [--cap N] [--schema NAME] [--enqueue URL COUNT]")
+        print("usage: outbox-worker [--cap N] [--schema NAME] [--allow HOST-OR-RANGE] [--enqueue URL COUNT]")
         exit(64)
     }
     enqueue = Enqueuer.Enqueue(url: arguments[index + 1], count: count)
@@ -48,6 +65,21 @@ if let index = arguments.firstIndex(of: "--enqueue") {
 LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
 var logger = Logger(label: "outbox-worker")
 logger.logLevel = .info
+
+// The secrets stay in memory: the queue signs each attempt when it sends it.
+let environment = ProcessInfo.processInfo.environment
+let secrets = [environment["WEBHOOK_SECRET"], environment["WEBHOOK_SECRET_PREVIOUS"]].compactMap { $0 }
+let signer: WebhookSigner
+do {
+    if secrets.isEmpty { logger.warning("no WEBHOOK_SECRET: signing with a random secret no receiver knows") }
+    signer = try WebhookSigner(secrets: secrets.isEmpty ? [WebhookSigner.generateSecret()] : secrets)
+} catch {
+    logger.error("\(error.message)")
+    exit(1)
+}
+var sessionConfiguration = Session.Configuration()
+sessionConfiguration.egressPolicy = .publicInternetOnly(allowing: allowed)
+let partners = Session(configuration: sessionConfiguration)
 
 let client: PostgresClient
 do {
@@ -64,8 +96,9 @@ let outbox = PostgresQueueService(client: client, schema: schema, logger: logger
     return PersistentRequestQueue(
         name: "outbox",
         store: store,
-        session: Session(),
+        session: partners,
         retryInterval: .seconds(5),
+        webhookSigner: signer,
         simultaneousRequestCap: cap
     )
 }
@@ -83,6 +116,7 @@ struct Enqueuer: Service {
     let logger: Logger
     let schema: String
     let enqueue: Enqueue
+    let signer: WebhookSigner
 
     func run() async throws {
         let queue = try await outbox.queue()
@@ -100,7 +134,7 @@ struct Enqueuer: Service {
                     order = id
                 }
                 // The call exists if and only if the order does.
-                try await queue.add(NotifyPartner(url: enqueue.url, order: order), in: connection)
+                try await queue.add(NotifyPartner(url: enqueue.url, order: order, signer: signer), in: connection)
             }
         }
         logger.info("added \(enqueue.count) orders and their calls")
@@ -126,7 +160,14 @@ var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
 if let enqueue {
     services.append(
         .init(
-            service: Enqueuer(client: client, outbox: outbox, logger: logger, schema: schema, enqueue: enqueue),
+            service: Enqueuer(
+                client: client,
+                outbox: outbox,
+                logger: logger,
+                schema: schema,
+                enqueue: enqueue,
+                signer: signer
+            ),
             successTerminationBehavior: .ignore
         )
     )

@@ -4,6 +4,7 @@ import BrickOfflineTestSupport
 import BrickRequest
 import BrickTestServer
 import BrickTestSupport
+import BrickTesting
 import Foundation
 import GRDB
 import Logging
@@ -185,6 +186,32 @@ struct BrickQueueCommandTests {
             let again = try await Self.brickQueue(["--sqlite", path, "remove", ids.pending[0].uuidString])
             #expect(again.status == 1)
             #expect(again.output.contains("no entry"))
+        }
+    }
+
+    @Test("an entry the egress policy refused: status --dead-reasons and show name the refusal and the address class")
+    func egressRefusal() async throws {
+        try await withServer { server in
+            try await withDirectory { directory in
+                do {
+                    var configuration = Session.Configuration()
+                    configuration.transport.proxy = .none
+                    configuration.egressPolicy = .publicInternetOnly
+                    let session = Session(configuration: configuration, reachability: ManualReachability(), clock: ManualClock())
+                    let store = try await SQLiteOfflineStore.open(name: "offline", directory: directory)
+                    let queue = PersistentRequestQueue(name: "hooks", store: store, session: session)
+                    try await queue.add(RecordSale(server.baseURL + "/anything/hook", amount: 3))
+                    await queue.waitUntilEmpty()
+                    await queue.close()
+                }
+                let path = directory.appendingPathComponent("offline.sqlite").path
+                let said = try await Self.brickQueue(["--sqlite", path, "status", "--dead-reasons"])
+                #expect(said.status == 0, "\(said.output)")
+                #expect(said.output.contains("hooks: 1 × error: egress refused: 127.0.0.1 → 127.0.0.1 is loopback"), "\(said.output)")
+                let dead = try await Self.brickQueue(["--sqlite", path, "--json", "list", "hooks", "--dead"])
+                #expect((dead.objects.first?["deadReason"] as? String)?.contains("egress refused") == true, "\(dead.output)")
+                #expect(server.requests(path: "/anything/hook").isEmpty)
+            }
         }
     }
 

@@ -234,7 +234,7 @@ public final class PersistentRequestQueue: Sendable {
     ///
     /// - Throws: `BrickError` with code `invalidRequest` when the request cannot be stored.
     public func draft(_ endpoint: some RequestType, options: EntryOptions) throws(BrickError) -> OfflineEntry.Draft {
-        try core.draft(try session.renderForStorage(endpoint), options: options)
+        try core.draft(try renderForStorage(endpoint), options: options)
     }
 
     // MARK: - Processing
