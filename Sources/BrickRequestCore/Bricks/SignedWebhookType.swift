@@ -68,7 +68,7 @@ public struct WebhookSigner: Sendable {
     ///   - timestamp: The `webhook-timestamp`, in Unix seconds.
     ///   - body: The exact body bytes sent.
     /// - Returns: The header value.
-    public func signature(id: String, timestamp: Int64, body: some Collection<UInt8>) -> String {
+    package func signature(id: String, timestamp: Int64, body: some Collection<UInt8>) -> String {
         let content = Array("\(id).\(timestamp).".utf8) + Array(body)
         return keys.map { "v1," + Data(SHA256.hmac(key: $0, message: content)).base64EncodedString() }
             .joined(separator: " ")

@@ -101,7 +101,7 @@ public struct EgressPolicy: Sendable, Hashable, Codable, CustomStringConvertible
 
     /// Whether the policy lets every request through unchecked (``unrestricted`` without a
     /// deny list).
-    public var isUnrestricted: Bool { mode == .unrestricted && denied.isEmpty }
+    package var isUnrestricted: Bool { mode == .unrestricted && denied.isEmpty }
 
     /// `unrestricted`, `publicInternetOnly`, then the lists.
     public var description: String {
