@@ -153,7 +153,7 @@ extension CurlDriver {
         transfer.connection.mayMultiplex = secure && configuration.httpVersion == .http2OverTLS
         transfer.connection.egress = nil
         if let policy = options.egressPolicy, !policy.isUnrestricted, configuration.unixSocketPath == nil {
-            if let proxy = resolvedProxy.proxy(forHost: request.host, secure: secure) {
+            if resolvedProxy.mayProxy(secure: secure), let proxy = resolvedProxy.proxy(forHost: request.host, secure: secure) {
                 // The client sees only the proxy's address: the proxy must enforce the policy.
                 guard policy.trustsProxy else {
                     return TransportError(

@@ -63,7 +63,7 @@ extension CurlDriver {
         guard let easy = transfer.easy, let remoteAddress else { return true }
         let reused = easy.long(CURLINFO_NUM_CONNECTS) == 0
         if reused, let policy = transfer.connection.egress,
-            refusesEgress(for: transfer, policy: policy, address: IPAddress(parsing: String(cString: remoteAddress)))
+            refusesEgress(for: transfer, policy: policy, address: IPAddress(numericCString: remoteAddress))
         {
             // A connection another request opened (perhaps under another policy): checked again.
             return false
@@ -86,7 +86,7 @@ extension CurlDriver {
     /// is kept as the transfer's error. An address of another family (a Unix domain socket) is
     /// the service's own choice and passes.
     func refusesEgress(for transfer: Transfer, policy: EgressPolicy, address: IPAddress?) -> Bool {
-        guard let address, let reason = policy.refusal(connectingTo: address, host: transfer.request.host) else {
+        guard let address, let reason = policy.refusal(connectingTo: address, host: { transfer.request.host }) else {
             return false
         }
         transfer.abortError = TransportError(

@@ -54,6 +54,10 @@ struct ResolvedProxy: Sendable {
         }
     }
 
+    /// Whether any request of this scheme may go through a proxy (``proxy(forHost:secure:)`` then
+    /// says whether this one does).
+    func mayProxy(secure: Bool) -> Bool { !(secure ? https : http).isEmpty }
+
     /// The proxy a request to `host` goes through, or `nil`: `noProxy` read as libcurl does for
     /// names (`*`, or a comma-separated list of names each matching itself and its subdomains).
     /// An address range in `noProxy` is not matched here: such a host counts as proxied, which

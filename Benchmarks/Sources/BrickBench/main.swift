@@ -84,8 +84,14 @@ let callbackQueue: CallbackQueue =
     ? .transportThread : .serial(label: "brick-bench.callbacks")
 let instruments: [any RequestInstrument] =
     environment["BRICK_BENCH_INSTRUMENTS"] == "0" ? [] : [MetricsInstrument(), TracingInstrument()]
+var sessionConfiguration = Session.Configuration(transport: configuration, callbackQueue: callbackQueue)
+// BRICK_BENCH_EGRESS=public checks every connection and every request's reused connection against
+// EgressPolicy.publicInternetOnly (the benchmark server's loopback address on its allow list).
+if environment["BRICK_BENCH_EGRESS"] == "public" {
+    sessionConfiguration.egressPolicy = .publicInternetOnly(allowing: ["127.0.0.0/8", "::1"])
+}
 let session = Session(
-    configuration: .init(transport: configuration, callbackQueue: callbackQueue),
+    configuration: sessionConfiguration,
     transport: transport,
     instruments: instruments
 )

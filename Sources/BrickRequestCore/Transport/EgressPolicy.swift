@@ -115,25 +115,33 @@ public struct EgressPolicy: Sendable, Hashable, Codable, CustomStringConvertible
     // MARK: - The decision
 
     /// Why a connection to `address`, for a request to `host`, is refused; `nil` when it may be
-    /// opened. Pure, and allocation-free for a policy without lists.
+    /// opened. Pure; the host is asked for only when a list names hosts or the answer is a
+    /// refusal (working it out of a request's URL costs more than the whole check).
     ///
     /// - Parameters:
     ///   - address: The address the socket is about to connect to.
     ///   - host: The request's host (the current redirect hop's), as in its URL.
-    package func refusal(connectingTo address: IPAddress, host: some StringProtocol) -> String? {
+    package func refusal(connectingTo address: IPAddress, host: () -> String) -> String? {
         if !denied.isEmpty {
-            if let entry = denied.first(where: { $0.matches(address: address) || $0.matches(host: host) }) {
-                return "\(host) → \(address) is on the egress policy's deny list (\(entry))"
+            let name = denied.contains { !$0.isRange } ? host() : nil
+            if let entry = denied.first(where: { $0.matches(address: address) || name.map($0.matches(host:)) == true }) {
+                return "\(name ?? host()) → \(address) is on the egress policy's deny list (\(entry))"
             }
         }
         guard mode == .publicInternetOnly else { return nil }
-        if !allowed.isEmpty, allowed.contains(where: { $0.matches(address: address) || $0.matches(host: host) }) {
-            return nil
+        if !allowed.isEmpty {
+            let name = allowed.contains { !$0.isRange } ? host() : nil
+            if allowed.contains(where: { $0.matches(address: address) || name.map($0.matches(host:)) == true }) { return nil }
         }
         let (kind, via) = address.classify()
         guard kind != .global else { return nil }
         let form = via.map { " (\($0) form)" } ?? ""
-        return "\(host) → \(address) is \(kind.rawValue)\(form), which the egress policy (publicInternetOnly) does not reach"
+        return "\(host()) → \(address) is \(kind.rawValue)\(form), which the egress policy (publicInternetOnly) does not reach"
+    }
+
+    /// ``refusal(connectingTo:host:)`` for a host already known.
+    package func refusal(connectingTo address: IPAddress, host: String) -> String? {
+        refusal(connectingTo: address) { host }
     }
 
     // MARK: - Destinations
@@ -221,6 +229,12 @@ public struct EgressPolicy: Sendable, Hashable, Codable, CustomStringConvertible
             try container.encode(description)
         }
 
+        /// Whether this entry is an address range (not a host name).
+        var isRange: Bool {
+            if case .range = form { return true }
+            return false
+        }
+
         func matches(address: IPAddress) -> Bool {
             guard case .range(let network, let prefix) = form else { return false }
             if address.isIn(network, prefix: prefix) { return true }
@@ -229,7 +243,7 @@ public struct EgressPolicy: Sendable, Hashable, Codable, CustomStringConvertible
             return false
         }
 
-        func matches(host: some StringProtocol) -> Bool {
+        func matches(host: String) -> Bool {
             switch form {
             case .range: return false
             case .host(let name): return Self.equalsIgnoringCase(host, name)
@@ -244,7 +258,7 @@ public struct EgressPolicy: Sendable, Hashable, Codable, CustomStringConvertible
             }
         }
 
-        private static func equalsIgnoringCase(_ host: some StringProtocol, _ lowered: String) -> Bool {
+        private static func equalsIgnoringCase(_ host: String, _ lowered: String) -> Bool {
             var host = Array(host.utf8)
             if host.last == UInt8(ascii: ".") { host.removeLast() }
             let other = Array(lowered.utf8)

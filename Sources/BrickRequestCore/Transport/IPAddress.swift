@@ -44,6 +44,19 @@ package struct IPAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The address libcurl names as text (`127.0.0.1`, `::1`: `inet_ntop`'s forms), without
+    /// allocating; `nil` for anything else.
+    package init?(numericCString text: UnsafePointer<CChar>) {
+        var address4 = in_addr()
+        if inet_pton(AF_INET, text, &address4) == 1 {
+            self.init(ipv4: UInt32(bigEndian: address4.s_addr))
+            return
+        }
+        var address6 = in6_addr()
+        guard inet_pton(AF_INET6, text, &address6) == 1 else { return nil }
+        self.init(in6: address6)
+    }
+
     /// The address of a `sockaddr_in6`'s `sin6_addr`.
     package init(in6 address: in6_addr) {
         var high: UInt64 = 0
