@@ -197,25 +197,7 @@ extension PostgresOfflineStore {
     // MARK: - Fenced outcomes
 
     public func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool {
-        let prune = deliveryCountsPruneDue()
-        return try await run("remove a delivered entry") { [self] in
-            try await changed(
-                client.query(
-                    """
-                    WITH done AS (DELETE FROM \(unescaped: schema).entry WHERE id = \(id) AND lease_token = \(lease)
-                                  RETURNING queue),
-                    counted AS (INSERT INTO \(unescaped: schema).delivery_minute AS m (queue, minute, worker, delivered, failed)
-                        SELECT queue, date_trunc('minute', clock_timestamp()), \(workerName), 1, 0 FROM done
-                        ON CONFLICT (queue, minute, worker) DO UPDATE
-                        SET delivered = m.delivered + excluded.delivered, failed = m.failed + excluded.failed),
-                    pruned AS (DELETE FROM \(unescaped: schema).delivery_minute
-                               WHERE \(prune) AND minute < clock_timestamp() - interval '1 day')
-                    SELECT queue FROM done
-                    """,
-                    logger: logger
-                )
-            )
-        }
+        try await write(Outcome(id: id, lease: lease, kind: .complete))
     }
 
     public func reschedule(
@@ -225,30 +207,9 @@ extension PostgresOfflineStore {
         attempt: OfflineEntry.AttemptRecord,
         countsAttempt: Bool
     ) async throws -> Bool {
-        let prune = deliveryCountsPruneDue()
-        return try await run("reschedule an entry") { [self] in
-            try await changed(
-                client.query(
-                    """
-                    WITH done AS (
-                        UPDATE \(unescaped: schema).entry SET lease_token = NULL, lease_owner = NULL,
-                            lease_expires_at = NULL, not_before = greatest(not_before, \(notBefore)),
-                            paused_until = \(notBefore), attempts = attempts + \(countsAttempt ? Int64(1) : 0),
-                            last_attempt_at = \(attempt.date), last_status = \(attempt.status.map(Int64.init)),
-                            last_error = \(attempt.error)
-                        WHERE id = \(id) AND lease_token = \(lease) RETURNING queue),
-                    counted AS (INSERT INTO \(unescaped: schema).delivery_minute AS m (queue, minute, worker, delivered, failed)
-                        SELECT queue, date_trunc('minute', clock_timestamp()), \(workerName), 0, 1 FROM done WHERE \(countsAttempt)
-                        ON CONFLICT (queue, minute, worker) DO UPDATE
-                        SET delivered = m.delivered + excluded.delivered, failed = m.failed + excluded.failed),
-                    pruned AS (DELETE FROM \(unescaped: schema).delivery_minute
-                               WHERE \(prune) AND minute < clock_timestamp() - interval '1 day')
-                    SELECT queue FROM done
-                    """,
-                    logger: logger
-                )
-            )
-        }
+        try await write(
+            Outcome(id: id, lease: lease, kind: .reschedule, notBefore: notBefore, countsAttempt: countsAttempt, attempt: attempt)
+        )
     }
 
     public func bury(
@@ -258,31 +219,7 @@ extension PostgresOfflineStore {
         attempt: OfflineEntry.AttemptRecord?,
         countsAttempt: Bool
     ) async throws -> Bool {
-        let prune = deliveryCountsPruneDue()
-        return try await run("set an entry aside") { [self] in
-            try await changed(
-                client.query(
-                    """
-                    WITH done AS (
-                        UPDATE \(unescaped: schema).entry SET lease_token = NULL, lease_owner = NULL,
-                            lease_expires_at = NULL, dead_at = coalesce(\(attempt?.date), clock_timestamp()),
-                            dead_reason = \(reason), attempts = attempts + \(countsAttempt ? Int64(1) : 0),
-                            last_attempt_at = coalesce(\(attempt?.date), last_attempt_at),
-                            last_status = coalesce(\(attempt?.status.map(Int64.init)), last_status),
-                            last_error = coalesce(\(attempt?.error), last_error)
-                        WHERE id = \(id) AND lease_token = \(lease) RETURNING queue),
-                    counted AS (INSERT INTO \(unescaped: schema).delivery_minute AS m (queue, minute, worker, delivered, failed)
-                        SELECT queue, date_trunc('minute', clock_timestamp()), \(workerName), 0, 1 FROM done WHERE \(countsAttempt)
-                        ON CONFLICT (queue, minute, worker) DO UPDATE
-                        SET delivered = m.delivered + excluded.delivered, failed = m.failed + excluded.failed),
-                    pruned AS (DELETE FROM \(unescaped: schema).delivery_minute
-                               WHERE \(prune) AND minute < clock_timestamp() - interval '1 day')
-                    SELECT queue FROM done
-                    """,
-                    logger: logger
-                )
-            )
-        }
+        try await write(Outcome(id: id, lease: lease, kind: .bury, countsAttempt: countsAttempt, attempt: attempt, reason: reason))
     }
 
     // MARK: - Pending entries

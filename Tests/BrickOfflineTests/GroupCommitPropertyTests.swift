@@ -1,3 +1,4 @@
+import BrickOfflineCore
 import BrickOfflineSQLite
 import PropertyBased
 import Testing

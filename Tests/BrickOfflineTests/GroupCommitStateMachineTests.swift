@@ -1,3 +1,4 @@
+import BrickOfflineCore
 import BrickOfflineTestSupport
 import BrickOffline
 import BrickTestSupport

@@ -1,0 +1,127 @@
+import BrickOfflineCore
+import BrickRequest
+import Foundation
+import PostgresNIO
+
+/// The attempts' outcomes (`complete`, `reschedule`, `bury`), written in batches: one statement and
+/// one commit for every outcome that ends while the previous batch is being written
+/// (``GroupCommitter``: no timer, so a lone outcome is written at once), instead of one commit per
+/// entry. Each outcome is still fenced by its own lease token (a stale worker's changes nothing),
+/// and each caller is resumed only once the batch holding its outcome is durable. The per-minute
+/// delivery counters are summed per queue in the same statement.
+extension PostgresOfflineStore {
+    /// One attempt's outcome.
+    struct Outcome: Sendable {
+        enum Kind: Int64, Sendable {
+            case complete = 0
+            case reschedule = 1
+            case bury = 2
+        }
+
+        var id: OfflineEntry.ID
+        var lease: UUID
+        var kind: Kind
+        var notBefore = Date(timeIntervalSince1970: 0)
+        var countsAttempt = false
+        var attempt: OfflineEntry.AttemptRecord?
+        var reason = ""
+    }
+
+    /// The most outcomes one statement carries.
+    static let outcomeBatchLimit = 500
+
+    /// Writes `outcome` with the others ending now; whether its lease still held (the entry changed).
+    func write(_ outcome: Outcome) async throws -> Bool {
+        try await outcomes.submit(outcome) { [self] batch in
+            do {
+                let changed = try await writeBatch(batch)
+                return batch.map { .success(changed.contains(LeasedEntry(id: $0.id, lease: $0.lease))) }
+            } catch let error as OfflineStoreError {
+                return batch.map { _ in .failure(error) }
+            } catch {
+                let failure = Self.storeError(error, doing: "write attempt outcomes")
+                return batch.map { _ in .failure(failure) }
+            }
+        }
+    }
+
+    /// An entry as one lease holds it.
+    struct LeasedEntry: Hashable {
+        var id: OfflineEntry.ID
+        var lease: UUID
+    }
+
+    /// One statement for the whole batch: the deletions, reschedules and burials whose lease
+    /// still holds, and the counters; returns the entries it changed.
+    private func writeBatch(_ batch: [Outcome]) async throws -> Set<LeasedEntry> {
+        let prune = deliveryCountsPruneDue()
+        let ids = batch.map(\.id)
+        let leases = batch.map(\.lease)
+        let kinds = batch.map(\.kind.rawValue)
+        let notBefore = batch.map(\.notBefore)
+        let counts = batch.map(\.countsAttempt)
+        let hasAttempt = batch.map { $0.attempt != nil }
+        let attemptAt = batch.map { $0.attempt?.date ?? Date(timeIntervalSince1970: 0) }
+        let hasStatus = batch.map { $0.attempt?.status != nil }
+        let status = batch.map { Int64($0.attempt?.status ?? 0) }
+        let hasError = batch.map { $0.attempt?.error != nil }
+        let error = batch.map { $0.attempt?.error ?? "" }
+        let reason = batch.map(\.reason)
+        let s = schema
+        return try await run("write attempt outcomes") { [self] in
+            var changed: Set<LeasedEntry> = []
+            var queues: Set<String> = []
+            let rows = try await client.query(
+                """
+                WITH input AS (
+                    SELECT * FROM unnest(\(ids)::uuid[], \(leases)::uuid[], \(kinds)::int8[], \(notBefore)::timestamptz[],
+                                         \(counts)::bool[], \(hasAttempt)::bool[], \(attemptAt)::timestamptz[],
+                                         \(hasStatus)::bool[], \(status)::int8[], \(hasError)::bool[], \(error)::text[],
+                                         \(reason)::text[])
+                        AS t(id, lease, kind, not_before, counts, has_attempt, attempt_at, has_status, status,
+                             has_error, error, reason)),
+                deleted AS (
+                    DELETE FROM \(unescaped: s).entry e USING input i
+                    WHERE i.kind = 0 AND e.id = i.id AND e.lease_token = i.lease
+                    RETURNING i.id, i.lease, e.queue, 1 AS delivered, 0 AS failed),
+                rescheduled AS (
+                    UPDATE \(unescaped: s).entry e SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
+                        not_before = greatest(e.not_before, i.not_before), paused_until = i.not_before,
+                        attempts = e.attempts + CASE WHEN i.counts THEN 1 ELSE 0 END,
+                        last_attempt_at = i.attempt_at,
+                        last_status = CASE WHEN i.has_status THEN i.status END,
+                        last_error = CASE WHEN i.has_error THEN i.error END
+                    FROM input i WHERE i.kind = 1 AND e.id = i.id AND e.lease_token = i.lease
+                    RETURNING i.id, i.lease, e.queue, 0 AS delivered, CASE WHEN i.counts THEN 1 ELSE 0 END AS failed),
+                buried AS (
+                    UPDATE \(unescaped: s).entry e SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
+                        dead_at = CASE WHEN i.has_attempt THEN i.attempt_at ELSE clock_timestamp() END,
+                        dead_reason = i.reason,
+                        attempts = e.attempts + CASE WHEN i.counts THEN 1 ELSE 0 END,
+                        last_attempt_at = CASE WHEN i.has_attempt THEN i.attempt_at ELSE e.last_attempt_at END,
+                        last_status = CASE WHEN i.has_status THEN i.status ELSE e.last_status END,
+                        last_error = CASE WHEN i.has_error THEN i.error ELSE e.last_error END
+                    FROM input i WHERE i.kind = 2 AND e.id = i.id AND e.lease_token = i.lease
+                    RETURNING i.id, i.lease, e.queue, 0 AS delivered, CASE WHEN i.counts THEN 1 ELSE 0 END AS failed),
+                done AS (SELECT * FROM deleted UNION ALL SELECT * FROM rescheduled UNION ALL SELECT * FROM buried),
+                counted AS (
+                    INSERT INTO \(unescaped: s).delivery_minute AS m (queue, minute, worker, delivered, failed)
+                    SELECT queue, date_trunc('minute', clock_timestamp()), \(workerName), sum(delivered), sum(failed)
+                    FROM done GROUP BY queue HAVING sum(delivered) + sum(failed) > 0
+                    ON CONFLICT (queue, minute, worker) DO UPDATE
+                    SET delivered = m.delivered + excluded.delivered, failed = m.failed + excluded.failed),
+                pruned AS (DELETE FROM \(unescaped: s).delivery_minute
+                           WHERE \(prune) AND minute < clock_timestamp() - interval '1 day')
+                SELECT id, lease, queue FROM done
+                """,
+                logger: logger
+            )
+            for try await (id, lease, queue) in rows.decode((UUID, UUID, String).self) {
+                changed.insert(LeasedEntry(id: id, lease: lease))
+                queues.insert(queue)
+            }
+            queues.forEach { madeWork(in: $0) }
+            return changed
+        }
+    }
+}
