@@ -11,8 +11,8 @@ import PostgresNIO
 /// delivery counters are summed per queue in the same statement.
 extension PostgresOfflineStore {
     /// One attempt's outcome.
-    struct Outcome: Sendable {
-        enum Kind: Int64, Sendable {
+    package struct Outcome: Sendable {
+        package enum Kind: Int64, Sendable {
             case complete = 0
             case reschedule = 1
             case bury = 2

@@ -7,7 +7,11 @@
 //   - durable adds/s through PersistentRequestQueue.add with 1 and 16 producers, and a bulk add
 //     (10,000 entries in one store call), with NOTIFY and poll-only (no NOTIFY), and on SQLite;
 //   - deliveries/s to a loopback BrickTestServer with 1, 2 and 4 workers (each a queue with its own
-//     store object and connection pool, in this process; cap 16 per fleet);
+//     store object and connection pool, in this process; cap 64 per worker);
+//   - the floors of the same run: a raw SQL loop on the same database (lease 100 with SKIP LOCKED in
+//     one transaction, delete them in the next; 1 and 4 connections) and the loopback HTTP side
+//     alone (the same POSTs, 64 at a time), then the summary line outside checks read:
+//     `fleet: 1 worker N/s, 4 workers M/s, raw floor F/s`;
 //   - add → attempt start (the server receiving it) p50/p99, one idle worker, NOTIFY and poll-only;
 //   - with `adds` as its argument: only the adds, NOTIFY and poll-only alternating, 4 rounds;
 //   - reclaim time: a worker leases entries and dies (its lease is never extended); the time until
@@ -19,6 +23,7 @@ import BrickTestServer
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 
 func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
@@ -132,13 +137,14 @@ say(String(format: "\nadds/s with NOTIFY as a fraction of without: %.2f (1 produ
 
 // MARK: - Deliveries
 let server = try BrickTestServer.start()
-say("## Deliveries to a loopback server (POST /post, fleet cap 16)\n")
+say("## Deliveries to a loopback server (POST /post, cap 64 per worker: the fleet's cap is 64 × workers)\n")
 say("| workers | entries | seconds | deliveries/s |")
 say("|---:|---:|---:|---:|")
+var deliveryFigures: [Int: Double] = [:]
 for workers in [1, 2, 4] {
     let schema = freshSchema("deliver")
     let adder = try await makeStore(schema: schema)
-    let total = 4_000
+    let total = 10_000
     let renderer = PersistentRequestQueue(name: "hooks", store: adder, session: session)
     var drafts: [OfflineEntry.Draft] = []
     for index in 0..<total {
@@ -147,15 +153,119 @@ for workers in [1, 2, 4] {
     _ = try await adder.add(drafts, dedupe: .reject)
     var queues: [PersistentRequestQueue] = []
     for _ in 0..<workers {
-        queues.append(PersistentRequestQueue(name: "hooks", store: try await makeStore(schema: schema), session: session, simultaneousRequestCap: 16))
+        queues.append(
+            PersistentRequestQueue(
+                name: "hooks",
+                store: try await makeStore(schema: schema),
+                session: session,
+                simultaneousRequestCap: 64 * workers
+            )
+        )
     }
     let elapsed = try await clock.measure {
         queues.forEach { $0.startProcessing() }
         while try await adder.count(queue: "hooks") > 0 { try await Task.sleep(for: .milliseconds(5)) }
     }
     for queue in queues { await queue.stopProcessing(gracePeriod: .seconds(1)) }
+    deliveryFigures[workers] = Double(total) / seconds(elapsed)
     say("| \(workers) | \(total) | \(String(format: "%.2f", seconds(elapsed))) | \(Int(Double(total) / seconds(elapsed))) |")
 }
+
+// MARK: - Floors: what the database and the loopback HTTP side allow, in the same run
+say("\n## Floors, same run\n")
+say("| floor | rows or requests | seconds | per second |")
+say("|---|---:|---:|---:|")
+/// A raw at-least-once loop on the same database: lease 100 rows with `FOR UPDATE SKIP LOCKED` in
+/// one transaction, delete them in the next; `connections` loops at once.
+func rawPostgresFloor(connections: Int, rows: Int) async throws -> Double {
+    let schema = freshSchema("raw")
+    var configuration = configuration
+    configuration.options.maximumConnections = connections + 1
+    let client = PostgresClient(configuration: configuration)
+    clients.tasks.append(Task { await client.run() })
+    try await client.query("CREATE SCHEMA \(unescaped: schema)")
+    try await client.query(
+        """
+        CREATE TABLE \(unescaped: schema).job (id bigserial PRIMARY KEY, queue text NOT NULL, payload bytea NOT NULL,
+            not_before timestamptz NOT NULL DEFAULT now(), lease_token uuid, lease_expires_at timestamptz)
+        """
+    )
+    try await client.query("CREATE INDEX ON \(unescaped: schema).job (queue, not_before) WHERE lease_token IS NULL")
+    try await client.query(
+        """
+        INSERT INTO \(unescaped: schema).job (queue, payload)
+        SELECT 'raw', decode(repeat('61', 600), 'hex') FROM generate_series(1, \(Int64(rows)))
+        """
+    )
+    let elapsed = try await clock.measure {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<connections {
+                group.addTask {
+                    while true {
+                        var ids: [Int64] = []
+                        let token = UUID()
+                        for try await id in try await client.query(
+                            """
+                            UPDATE \(unescaped: schema).job SET lease_token = \(token), lease_expires_at = now() + interval '10 seconds'
+                            WHERE id IN (SELECT id FROM \(unescaped: schema).job
+                                         WHERE queue = 'raw' AND lease_token IS NULL AND not_before <= now()
+                                         ORDER BY not_before LIMIT 100 FOR UPDATE SKIP LOCKED)
+                            RETURNING id
+                            """
+                        ).decode(Int64.self) {
+                            ids.append(id)
+                        }
+                        if ids.isEmpty { return }
+                        try await client.query("DELETE FROM \(unescaped: schema).job WHERE id = ANY(\(ids))")
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+    try await client.query("DROP SCHEMA \(unescaped: schema) CASCADE")
+    return Double(rows) / seconds(elapsed)
+}
+var floors: [String: Double] = [:]
+for connections in [1, 4] {
+    let rows = 50_000
+    let rate = try await rawPostgresFloor(connections: connections, rows: rows)
+    floors["pg\(connections)"] = rate
+    say("| PostgreSQL: lease 100 with SKIP LOCKED, delete them; \(connections) connection\(connections == 1 ? "" : "s") | \(rows) | \(String(format: "%.2f", Double(rows) / rate)) | \(Int(rate)) |")
+}
+do {
+    // The loopback HTTP side alone: the same POSTs through one session, 64 at a time.
+    let total = 10_000
+    let next = Counter()
+    let transport = CurlTransport()
+    let elapsed = try await clock.measure {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<64 {
+                group.addTask {
+                    while let index = next.take(below: total) {
+                        _ = try await transport.send(try TransportRequest(method: .post, url: server.baseURL + "/post?h=\(index)"))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+    let rate = Double(total) / seconds(elapsed)
+    floors["http"] = rate
+    say("| loopback HTTP: the same POSTs through one session, 64 at a time | \(total) | \(String(format: "%.2f", seconds(elapsed))) | \(Int(rate)) |")
+}
+say(
+    "\nfleet: 1 worker \(Int(deliveryFigures[1] ?? 0))/s, 4 workers \(Int(deliveryFigures[4] ?? 0))/s, "
+        + "raw floor \(Int(floors["pg1"] ?? 0))/s"
+)
+say(
+    String(
+        format: "(1 worker: %.2f of the raw PostgreSQL floor, %.2f of the loopback HTTP floor, %d/s)\n",
+        (deliveryFigures[1] ?? 0) / max(floors["pg1"] ?? 1, 1),
+        (deliveryFigures[1] ?? 0) / max(floors["http"] ?? 1, 1),
+        Int(floors["http"] ?? 0)
+    )
+)
 
 // MARK: - Pickup latency
 say("\n## Add → attempt start (one idle worker; 200 entries, 20–520 ms apart at random)\n")
@@ -220,6 +330,18 @@ do {
 }
 server.shutdown()
 clients.tasks.forEach { $0.cancel() }
+
+/// Hands out indexes below a total, to the HTTP floor's 64 tasks.
+final class Counter: Sendable {
+    private let next = Mutex(0)
+    func take(below total: Int) -> Int? {
+        next.withLock { value in
+            guard value < total else { return nil }
+            defer { value += 1 }
+            return value
+        }
+    }
+}
 
 /// The endpoint the deliveries use.
 final class Post: Component, POSTRequestType {

@@ -310,7 +310,7 @@ extension SQLiteOfflineStore {
     }
 
     public func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool {
-        try await write("remove a delivered entry") { [self] db in
+        try await writeOutcome("remove a delivered entry") { [self] db in
             try count(delivered: true, id: id, lease: lease, in: db)
             try db.execute(
                 sql: "DELETE FROM entry WHERE id = ? AND leaseToken = ?",
@@ -327,7 +327,7 @@ extension SQLiteOfflineStore {
         attempt: OfflineEntry.AttemptRecord,
         countsAttempt: Bool
     ) async throws -> Bool {
-        try await write("reschedule an entry") { [self] db in
+        try await writeOutcome("reschedule an entry") { [self] db in
             if countsAttempt { try count(delivered: false, id: id, lease: lease, in: db) }
             try db.execute(
                 sql: """
@@ -354,7 +354,7 @@ extension SQLiteOfflineStore {
         countsAttempt: Bool
     ) async throws -> Bool {
         let now = Date().timeIntervalSince1970
-        return try await write("set an entry aside") { [self] db in
+        return try await writeOutcome("set an entry aside") { [self] db in
             if countsAttempt { try count(delivered: false, id: id, lease: lease, in: db) }
             try db.execute(
                 sql: """

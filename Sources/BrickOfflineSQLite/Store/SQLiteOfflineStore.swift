@@ -75,6 +75,8 @@ public final class SQLiteOfflineStore: OfflineStore {
 
     let pool: DatabasePool
     package let groupCommit = GroupCommit()
+    /// The attempts' outcomes, written together (SQLiteOfflineStore+Outcomes.swift).
+    let outcomeCommit = GroupCommitter<OutcomeWrite, Bool>(maxBatch: 500)
     private let lockDescriptor: Int32
 
     /// Opens (or creates) the store `name` in `directory`.
