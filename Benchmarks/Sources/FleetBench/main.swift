@@ -14,6 +14,7 @@
 //     `fleet: 1 worker N/s, 4 workers M/s, raw floor F/s`;
 //   - add → attempt start (the server receiving it) p50/p99, one idle worker, NOTIFY and poll-only;
 //   - with `adds` as its argument: only the adds, NOTIFY and poll-only alternating, 4 rounds;
+//   - with `deliveries` as its argument: only the deliveries, the floors and the summary line;
 //   - reclaim time: a worker leases entries and dies (its lease is never extended); the time until
 //     another worker's attempt reaches the server, p50/p99, against the lease length.
 import BrickOffline
@@ -106,7 +107,11 @@ if CommandLine.arguments.dropFirst().first == "adds" {
     exit(0)
 }
 
+/// `fleet-bench deliveries`: only the deliveries, the floors and the summary line.
+let onlyDeliveries = CommandLine.arguments.dropFirst().first == "deliveries"
+
 // MARK: - Adds
+if !onlyDeliveries {
 say("## Adds (durable: an add returns once committed)\n")
 say("| store | 1 producer adds/s | 16 producers adds/s | bulk add (10,000 in one call) entries/s |")
 say("|---|---:|---:|---:|")
@@ -134,9 +139,15 @@ do {
 let ratio1 = (addFigures["PostgreSQL, NOTIFY1"] ?? 0) / max(addFigures["PostgreSQL, poll-only1"] ?? 1, 1)
 let ratio16 = (addFigures["PostgreSQL, NOTIFY16"] ?? 0) / max(addFigures["PostgreSQL, poll-only16"] ?? 1, 1)
 say(String(format: "\nadds/s with NOTIFY as a fraction of without: %.2f (1 producer), %.2f (16 producers)\n", ratio1, ratio16))
+}
 
 // MARK: - Deliveries
 let server = try BrickTestServer.start()
+/// Where deliveries go: nginx answering `204` to everything (a server that costs the 2 cores little,
+/// out of this process), else the loopback BrickTestServer, which tops out near 2,600 POSTs/s here.
+let sink = try HTTPSink.start() 
+let deliveryBase = sink?.baseURL ?? server.baseURL
+say("deliveries go to \(sink == nil ? "the in-process BrickTestServer (no nginx found)" : "nginx answering 204 (\(deliveryBase))")\n")
 say("## Deliveries to a loopback server (POST /post, cap 64 per worker: the fleet's cap is 64 × workers)\n")
 say("| workers | entries | seconds | deliveries/s |")
 say("|---:|---:|---:|---:|")
@@ -148,7 +159,7 @@ for workers in [1, 2, 4] {
     let renderer = PersistentRequestQueue(name: "hooks", store: adder, session: session)
     var drafts: [OfflineEntry.Draft] = []
     for index in 0..<total {
-        drafts.append(try renderer.draft(Post(url: server.baseURL + "/post?n=\(index)"), options: .init()))
+        drafts.append(try renderer.draft(Post(url: deliveryBase + "/post?n=\(index)"), options: .init()))
     }
     _ = try await adder.add(drafts, dedupe: .reject)
     var queues: [PersistentRequestQueue] = []
@@ -243,7 +254,13 @@ do {
             for _ in 0..<64 {
                 group.addTask {
                     while let index = next.take(below: total) {
-                        _ = try await transport.send(try TransportRequest(method: .post, url: server.baseURL + "/post?h=\(index)"))
+                        // With an Idempotency-Key, as the queue sends: a POST without one never reuses a connection.
+                        let request = try TransportRequest(
+                            method: .post,
+                            url: deliveryBase + "/post?h=\(index)",
+                            headers: [("Idempotency-Key", UUID().uuidString)]
+                        )
+                        _ = try await transport.send(request)
                     }
                 }
             }
@@ -266,6 +283,13 @@ say(
         Int(floors["http"] ?? 0)
     )
 )
+
+sink?.stop()
+if onlyDeliveries {
+    server.shutdown()
+    clients.tasks.forEach { $0.cancel() }
+    exit(0)
+}
 
 // MARK: - Pickup latency
 say("\n## Add → attempt start (one idle worker; 200 entries, 20–520 ms apart at random)\n")
@@ -330,6 +354,59 @@ do {
 }
 server.shutdown()
 clients.tasks.forEach { $0.cancel() }
+
+/// nginx on a free loopback port answering `204` to every request, from a configuration of its own
+/// in a temporary directory; `nil` when there is no nginx.
+final class HTTPSink: Sendable {
+    let baseURL: String
+    private let directory: String
+    private let process: Process
+
+    private init(baseURL: String, directory: String, process: Process) {
+        self.baseURL = baseURL
+        self.directory = directory
+        self.process = process
+    }
+
+    static func start() throws -> HTTPSink? {
+        guard let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"].first(where: { FileManager.default.isExecutableFile(atPath: $0) })
+        else { return nil }
+        let directory = NSTemporaryDirectory() + "fleet-bench-nginx-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory + "/tmp", withIntermediateDirectories: true)
+        let port = 20_000 + Int(getpid()) % 20_000
+        let configuration = """
+            worker_processes 1;
+            daemon off;
+            pid \(directory)/nginx.pid;
+            error_log \(directory)/error.log;
+            events { worker_connections 4096; }
+            http {
+                access_log off;
+                client_body_temp_path \(directory)/tmp;
+                keepalive_requests 1000000;
+                server { listen 127.0.0.1:\(port); location / { return 204; } }
+            }
+            """
+        try configuration.write(toFile: directory + "/nginx.conf", atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: nginx)
+        process.arguments = ["-c", directory + "/nginx.conf", "-p", directory]
+        try process.run()
+        let sink = HTTPSink(baseURL: "http://127.0.0.1:\(port)", directory: directory, process: process)
+        for _ in 0..<200 {
+            if (try? Data(contentsOf: URL(fileURLWithPath: directory + "/nginx.pid"))) != nil { return sink }
+            usleep(10_000)
+        }
+        sink.stop()
+        return nil
+    }
+
+    func stop() {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
 
 /// Hands out indexes below a total, to the HTTP floor's 64 tasks.
 final class Counter: Sendable {
