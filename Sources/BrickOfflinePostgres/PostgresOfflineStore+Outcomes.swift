@@ -4,9 +4,8 @@ import Foundation
 import PostgresNIO
 
 /// The attempts' outcomes (`complete`, `reschedule`, `bury`), written in batches: one statement and
-/// one commit for every outcome that ends while the previous batch is being written
-/// (``GroupCommitter``: no timer, so a lone outcome is written at once), instead of one commit per
-/// entry. Each outcome is still fenced by its own lease token (a stale worker's changes nothing),
+/// one commit for every outcome that ends within 2 ms of the first, or while the previous batch is
+/// being written (``GroupCommitter``), instead of one commit per entry. Each outcome is still fenced by its own lease token (a stale worker's changes nothing),
 /// and each caller is resumed only once the batch holding its outcome is durable. The per-minute
 /// delivery counters are summed per queue in the same statement.
 extension PostgresOfflineStore {
@@ -29,6 +28,9 @@ extension PostgresOfflineStore {
 
     /// The most outcomes one statement carries.
     static let outcomeBatchLimit = 500
+    /// How long the writer of a batch waits for more outcomes before it writes: a few
+    /// milliseconds, against a delivery's round trip, buys one statement for many.
+    static let outcomeWindow = Duration.milliseconds(2)
 
     /// Writes `outcome` with the others ending now; whether its lease still held (the entry changed).
     func write(_ outcome: Outcome) async throws -> Bool {

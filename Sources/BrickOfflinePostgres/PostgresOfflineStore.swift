@@ -75,7 +75,10 @@ public final class PostgresOfflineStore: OfflineStore, CustomStringConvertible {
     /// Warns when the fleet's workers claim a queue with different caps.
     let capWatch = CapWatch()
     /// The attempts' outcomes, written in batches (PostgresOfflineStore+Outcomes.swift).
-    package let outcomes = GroupCommitter<Outcome, Bool>(maxBatch: PostgresOfflineStore.outcomeBatchLimit)
+    package let outcomes = GroupCommitter<Outcome, Bool>(
+        maxBatch: PostgresOfflineStore.outcomeBatchLimit,
+        window: PostgresOfflineStore.outcomeWindow
+    )
     /// Adds of this store under way now: a lone one notifies inside its own transaction.
     let addsUnderWay = Atomic<Int>(0)
 

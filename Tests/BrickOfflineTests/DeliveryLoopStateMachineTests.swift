@@ -65,6 +65,30 @@ struct DeliveryLoopStateMachineTests {
             .turn(cap: 3, .sleepUntilWoken),
             .ended(1, drained: false), .running([0, 2]), .turn(cap: 3, lease(1)),
         ]),
+        Table(name: "through a backlog (a full lease), the next lease waits for a quarter of the cap; a lease that comes back short ends the backlog: leases at once again", steps: [
+            .start(.startLoop), .turn(cap: 8, lease(8)),
+            .leased([0, 1, 2, 3, 4, 5, 6, 7], cap: 8, launch: [0, 1, 2, 3, 4, 5, 6, 7], handBack: []),
+            .turn(cap: 8, .sleepUntilWoken),
+            .ended(0, drained: false), .turn(cap: 8, .sleepUntilWoken),
+            .ended(1, drained: false), .turn(cap: 8, lease(2)),
+            // Only one came back: the backlog is drained.
+            .leased([8], cap: 8, launch: [8], handBack: []),
+            .ended(2, drained: false), .turn(cap: 8, lease(2)),
+        ]),
+        Table(name: "through a backlog with nothing left running: leases at once", steps: [
+            .start(.startLoop), .turn(cap: 8, lease(8)),
+            .leased([0, 1, 2, 3, 4, 5, 6, 7], cap: 8, launch: [0, 1, 2, 3, 4, 5, 6, 7], handBack: []),
+            .ended(0, drained: false), .ended(1, drained: false), .ended(2, drained: false), .ended(3, drained: false),
+            .ended(4, drained: false), .ended(5, drained: false), .ended(6, drained: false),
+            .turn(cap: 8, lease(7)),
+        ]),
+        Table(name: "an empty lease ends a backlog", steps: [
+            .start(.startLoop), .turn(cap: 8, lease(8)),
+            .leased([0, 1, 2, 3, 4, 5, 6, 7], cap: 8, launch: [0, 1, 2, 3, 4, 5, 6, 7], handBack: []),
+            .ended(0, drained: false), .ended(1, drained: false), .turn(cap: 8, lease(2)),
+            .nothing(due: nil, storeWakes: true, .sleep(until: nil)),
+            .ended(2, drained: false), .turn(cap: 8, lease(3)),
+        ]),
         Table(name: "a lease lost (it lapsed while the attempt ran) and the entry leased again here: the attempt adopts the new lease, never a second attempt", steps: [
             .start(.startLoop), .leased([0], cap: 2, launch: [0], handBack: []),
             .leasedAgainWhileRunning, .running([0]),

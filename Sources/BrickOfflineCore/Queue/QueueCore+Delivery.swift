@@ -144,7 +144,7 @@ extension QueueCore {
             case .delivered:
                 if try await !store.complete(entry.id, lease: lease) { report(leaseLost: entry.id) }
                 // The server answers again: every paused entry is due now, not at the end of its pause.
-                try await store.clearPauses(queue: name, now: now())
+                if claimPauseClear() { try await store.clearPauses(queue: name, now: now()) }
                 emit(.delivered(entry.id, status: response?.status.code ?? 200))
                 if let response { finish(entry.id, .success(response)) }
             case .retry(let notBefore, let countsAttempt, let reason):
@@ -156,6 +156,7 @@ extension QueueCore {
                     countsAttempt: countsAttempt
                 )
                 if !held { report(leaseLost: entry.id) }
+                state.withLock { $0.pausedSinceClear = true }
                 emit(.paused(entry.id, until: notBefore, reason: reason))
             case .deadLetter(let reason, let countsAttempt):
                 if try await !store.bury(entry.id, lease: lease, reason: reason, attempt: attempt, countsAttempt: countsAttempt) {

@@ -20,6 +20,25 @@ final class QueueCore: Sendable {
         var completions: [OfflineEntry.ID: Completion] = [:]
         var emptyWaiters: [CheckedContinuation<Void, Never>] = []
         var countSubscribers: [UUID: AsyncStream<Int>.Continuation] = [:]
+        /// Pauses a delivery clears: whether this worker paused an entry since it last cleared
+        /// them, and when that was (another worker's pauses are cleared at most a second late).
+        var pausedSinceClear = true
+        var lastPauseClear: ContinuousClock.Instant?
+    }
+
+    /// Whether a delivery now clears the queue's pauses (the server answers again): at once when
+    /// this worker paused an entry since the last clear, otherwise at most once a second — a
+    /// statement per delivery (one more commit each) bought nothing through a backlog.
+    func claimPauseClear() -> Bool {
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            guard state.pausedSinceClear || state.lastPauseClear.map({ now - $0 >= .seconds(1) }) ?? true else {
+                return false
+            }
+            state.pausedSinceClear = false
+            state.lastPauseClear = now
+            return true
+        }
     }
 
     let name: String

@@ -91,6 +91,11 @@ extension DeliveryLoop {
         /// While the loop sleeps with nothing due before this date (`.distantFuture`: nothing
         /// scheduled), the date; `nil` while it works.
         package private(set) var plannedWake: Date?
+        /// Whether the last lease came back full (the store had more due than there was room
+        /// for): a backlog, drained in batches (see ``turn(cap:)``).
+        private var backlog = false
+        /// The limit of the last lease asked for.
+        private var lastLimit = 0
         /// At a cap of 1, lease the head of the queue only (the manager), not any due entry.
         private let headOfLineAtCapOne: Bool
 
@@ -138,14 +143,25 @@ extension DeliveryLoop {
         }
 
         /// The top of a turn of the loop, with the cap as it is now.
+        ///
+        /// Through a backlog (the last lease came back full) with attempts still running, the loop
+        /// leases once a quarter of the cap is free, not each time one attempt ends: one claim
+        /// (and one read of the pause) then serves many entries instead of one, and the attempts
+        /// under way keep the rest of the cap busy meanwhile. Without a backlog, or with nothing
+        /// running, it leases at once (an entry added to a quiet queue is never held back).
         package mutating func turn(cap: Int) -> Turn {
             guard phase == .running else { return .exit }
             let cap = max(1, cap)
             let free = cap - running.count
             guard free > 0 else { return .sleepUntilWoken }
+            if backlog && !running.isEmpty && free < Self.leaseBatch(cap: cap) { return .sleepUntilWoken }
             defer { pausesToClear = false }
+            lastLimit = free
             return .lease(Lease(limit: free, headOfLine: headOfLineAtCapOne && cap == 1, clearingPauses: pausesToClear))
         }
+
+        /// The free room a lease waits for through a backlog: a quarter of the cap (at least 1).
+        package static func leaseBatch(cap: Int) -> Int { max(1, cap / 4) }
 
         /// The loop goes to sleep until `date` (`nil`: until woken).
         package mutating func sleeping(until date: Date?) {
@@ -162,6 +178,7 @@ extension DeliveryLoop {
         /// stop began, every entry is handed back.
         package mutating func leased(_ entries: [(id: OfflineEntry.ID, lease: UUID)], cap: Int) -> Leased {
             var result = Leased()
+            backlog = lastLimit > 0 && entries.count >= lastLimit
             for (id, lease) in entries {
                 if running[id] != nil {
                     // Its lease lapsed and was renewed here: never a second attempt.
@@ -179,6 +196,7 @@ extension DeliveryLoop {
 
         /// A lease returned nothing; `due` is when the store's next entry is due (`nil`: none).
         package mutating func leasedNothing(due: Date?, now: Date, storeWakes: Bool) -> IdleWake {
+            backlog = false
             guard phase == .running else { return .sleep(until: nil) }
             let decision = IdleWake.decide(due: due, now: now, emptyBefore: emptyWithDue, storeWakes: storeWakes)
             switch decision {

@@ -25,10 +25,16 @@ package final class GroupCommitter<Item: Sendable, Success: Sendable>: Sendable 
     private let state = Lock(GroupCommitStateMachine<Waiting>())
     /// The most items one commit takes (the rest wait for the next).
     private let maxBatch: Int
+    /// How long a committer gathers items before it writes, unless a whole batch waits already.
+    private let window: Duration
 
-    /// - Parameter maxBatch: The most items one commit takes. Default: no limit.
-    package init(maxBatch: Int = .max) {
+    /// - Parameters:
+    ///   - maxBatch: The most items one commit takes. Default: no limit.
+    ///   - window: How long a committer waits for more items before it writes (`.zero`: it
+    ///     writes at once, with what waits then). Default `.zero`.
+    package init(maxBatch: Int = .max, window: Duration = .zero) {
         self.maxBatch = max(1, maxBatch)
+        self.window = window
     }
 
     /// How many callers wait for a commit now (for tests).
@@ -61,6 +67,11 @@ package final class GroupCommitter<Item: Sendable, Success: Sendable>: Sendable 
         first: Item,
         _ commit: ([Item]) async -> [Result<Success, OfflineStoreError>]
     ) async throws(OfflineStoreError) -> Success {
+        if window > .zero, state.withLock({ $0.waitingCount }) < maxBatch - 1 {
+            // Gathers the outcomes that end in the next moments into this commit: one statement
+            // for many, at the price of this short wait (a cancelled sleep just writes now).
+            try? await Task.sleep(for: window)
+        }
         let taken = state.withLock { $0.takeWaiting(atMost: maxBatch - 1) }
         let results = await commit([first] + taken.map(\.item))
         for (index, waiting) in taken.enumerated() {
