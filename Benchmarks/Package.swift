@@ -59,6 +59,8 @@ let package = Package(
                 .product(name: "BrickTestServer", package: parentIdentity),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                // The raw SQLite floor: SQLite's C API (the library the store uses), not GRDB.
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
     ]

@@ -271,6 +271,13 @@ do {
     floors["http"] = rate
     say("| loopback HTTP: the same POSTs through one session, 64 at a time | \(total) | \(String(format: "%.2f", seconds(elapsed))) | \(Int(rate)) |")
 }
+do {
+    let rate = try SQLiteDeliveries.rawFloor(rows: 50_000)
+    floors["sqlite"] = rate
+    say("| SQLite C API: lease 100 in one transaction, delete them in the next (WAL, synchronous=FULL) | 50000 | \(String(format: "%.2f", 50_000 / rate)) | \(Int(rate)) |")
+    let queue = try await SQLiteDeliveries.deliveries(to: deliveryBase, total: 10_000, session: session)
+    say(String(format: "\nSQLite queue, cap 64, same server: %d deliveries/s, %.2f of its raw floor", Int(queue), queue / rate))
+}
 say(
     "\nfleet: 1 worker \(Int(deliveryFigures[1] ?? 0))/s, 4 workers \(Int(deliveryFigures[4] ?? 0))/s, "
         + "raw floor \(Int(floors["pg1"] ?? 0))/s"
