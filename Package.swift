@@ -159,7 +159,8 @@ let package = Package(
         .target(
             name: "BrickLifecycle",
             dependencies: [
-                "BrickOfflineCore",
+                "BrickOfflineCore", "BrickRequest",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),

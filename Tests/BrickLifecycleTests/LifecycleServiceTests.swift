@@ -18,6 +18,36 @@ import Testing
 /// triggering shutdown: the queue rightly took two more.)
 @Suite("Lifecycle: the manager and the queue as Services, shut down with work in flight", .timeLimit(.minutes(2)))
 struct LifecycleServiceTests {
+    @Test("ResponseCacheService: at graceful shutdown the SQLite cache is flushed; another cache object (another process) then reads what was stored last")
+    func responseCacheFlushedAtShutdown() async throws {
+        try await withDirectory { directory in
+            let cache = try SQLiteResponseCache(name: "api", directory: directory)
+            let group = ServiceGroup(services: [ResponseCacheService(cache)], logger: Logger(label: "test"))
+            let running = Task { try await group.run() }
+            let urls = (0..<50).map { "https://api.example.com/items/\($0)" }
+            for url in urls {
+                try cache.store(
+                    CachedResponse(
+                        key: CacheKey(method: "GET", url: url),
+                        variant: "",
+                        status: 200,
+                        headerFields: [.cacheControl: "max-age=600"],
+                        body: Data(url.utf8),
+                        url: url,
+                        requestTime: Date(),
+                        responseTime: Date()
+                    )
+                )
+            }
+            await group.triggerGracefulShutdown()
+            try await running.value
+            let reader = try SQLiteResponseCache(name: "api", directory: directory)
+            for url in urls {
+                #expect(try reader.cachedResponses(for: CacheKey(method: "GET", url: url)).first?.body == Data(url.utf8), "\(url)")
+            }
+        }
+    }
+
     @Test("manager: shutdown lets the attempts under way finish, takes nothing new, loses nothing", arguments: StoreKind.allCases)
     func manager(kind: StoreKind) async throws {
         try await withServer { server in

@@ -136,6 +136,11 @@ public struct SessionResponseCache: ResponseCache {
         try cache.removeCachedResponses(for: key)
     }
 
+    /// Flushes the session's cache.
+    public func flush() throws(BrickError) {
+        try cache.flush()
+    }
+
     /// Empties the session's cache.
     public func removeAll() throws(BrickError) {
         try cache.removeAll()

@@ -28,6 +28,16 @@ public protocol ResponseCache: Sendable {
 
     /// Removes every stored response.
     func removeAll() throws(BrickError)
+
+    /// Waits until everything stored so far is durable (a store that writes behind, as
+    /// `SQLiteResponseCache` does, writes it out); at shutdown (`ResponseCacheService` of
+    /// `BrickLifecycle`), or before another process reads the files. Default: nothing to wait for.
+    func flush() throws(BrickError)
+}
+
+extension ResponseCache {
+    /// Nothing to wait for: a store that writes as it is called.
+    public func flush() throws(BrickError) {}
 }
 
 /// A ``ResponseCache`` in memory, bounded in bytes, evicting the least recently used response
