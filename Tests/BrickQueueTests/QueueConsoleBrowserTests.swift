@@ -44,7 +44,13 @@ struct QueueConsoleBrowserTests {
                 found[index] = port
                 if found.count == consoles.count { break }
             }
-            let urls = consoles.indices.map { "http://127.0.0.1:\(found[$0]!)" }
+            // The stream ends early when an application failed to start: an error, not a trap
+            // that ends the whole test run.
+            guard found.count == consoles.count else {
+                await group.triggerGracefulShutdown()
+                throw POSIXError(.EADDRNOTAVAIL)
+            }
+            let urls = consoles.indices.map { "http://127.0.0.1:\(found[$0] ?? 0)" }
             do {
                 let result = try await body(urls)
                 await group.triggerGracefulShutdown()
