@@ -30,7 +30,7 @@ public struct ResponseCacheService: Service {
     /// Creates the service.
     ///
     /// - Parameters:
-    ///   - cache: The cache to flush at shutdown (an `SQLiteResponseCache`; any ``ResponseCache``).
+    ///   - cache: The cache to flush at shutdown (an `SQLiteResponseCache`; any `ResponseCache`).
     ///   - logger: Where a failed flush is logged. Default: a logger labelled
     ///     `BrickLifecycle.ResponseCacheService`.
     public init(_ cache: any ResponseCache, logger: Logger = Logger(label: "BrickLifecycle.ResponseCacheService")) {
