@@ -158,6 +158,7 @@ struct Retry: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Every dead letter of this queue (with --all).", valueName: "queue")) var dead: String?
     @Flag(help: "With --dead: every dead letter of the queue.") var all = false
     @OptionGroup var selection: DeadLetterSelection
+    @Flag(name: .customLong("dry-run"), help: "Say what would be put back (and how many), change nothing.") var dryRun = false
 
     func validate() throws {
         if ids.isEmpty == (dead == nil) { throw ValidationError("give dead letters' IDs, or --dead QUEUE --all") }
@@ -171,18 +172,27 @@ struct Retry: AsyncParsableCommand {
     func run() async throws {
         let now = Date()
         let ids = self.ids.compactMap(UUID.init(uuidString:))
-        let (queue, selection) = (dead, self.selection)
-        let (retried, refused) = try await root.withStore(changing: true) { store -> ([UUID], [String]) in
+        let (queue, selection, dryRun) = (dead, self.selection, self.dryRun)
+        let (retried, refused) = try await root.withStore(changing: !dryRun) { store -> ([UUID], [String]) in
             var retried: [UUID] = []
             var refused: [String] = []
             if let queue {
                 for entry in try await store.deadLetters(queue: queue) where selection.selects(entry, now: now) {
-                    try await store.retryDeadLetter(entry.id, now: now)
+                    if !dryRun { try await store.retryDeadLetter(entry.id, now: now) }
                     retried.append(entry.id)
                 }
                 return (retried, refused)
             }
             for id in ids {
+                if dryRun {
+                    let entry = try await Lookup.entry(id, in: store)
+                    if entry?.deadLetter != nil {
+                        retried.append(id)
+                    } else {
+                        refused.append(entry == nil ? "no entry \(id)" : "\(id) is pending, not a dead letter: its queue retries it")
+                    }
+                    continue
+                }
                 do {
                     try await store.retryDeadLetter(id, now: now)
                     retried.append(id)
@@ -194,11 +204,22 @@ struct Retry: AsyncParsableCommand {
             return (retried, refused)
         }
         if root.json {
-            for id in retried { Output.line(["id": id.uuidString, "retried": true]) }
+            for id in retried { Output.line(dryRun ? ["id": id.uuidString, "wouldRetry": true] : ["id": id.uuidString, "retried": true]) }
+        } else if dryRun {
+            print("dry run: \(retried.count) dead letter\(retried.count == 1 ? "" : "s") would go back to pending; nothing changed")
         } else {
             print(retried.isEmpty ? "no dead letter retried" : "\(retried.count) dead letter\(retried.count == 1 ? "" : "s") back to pending, due now")
         }
         if !refused.isEmpty { throw Refusal(refused.joined(separator: "; ")) }
+    }
+}
+
+/// What a removal would do, for `--dry-run`: as `remove(_:unlessLeasedAt:)` decides, without it.
+enum Removals {
+    static func would(_ entry: OfflineEntry?, now: Date) -> OfflineEntry.Removal {
+        guard let entry else { return .notFound }
+        if let lease = entry.lease, lease.expiresAt > now { return .leased(until: lease.expiresAt) }
+        return .removed
     }
 }
 
@@ -217,6 +238,7 @@ struct Remove: AsyncParsableCommand {
     @ParentCommand var root: BrickQueue
 
     @Argument(help: "The entries' IDs.") var ids: [String]
+    @Flag(name: .customLong("dry-run"), help: "Say what would be removed (and how many), change nothing.") var dryRun = false
 
     func validate() throws {
         if ids.isEmpty { throw ValidationError("give the IDs of the entries to remove") }
@@ -224,15 +246,19 @@ struct Remove: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let ids = self.ids.compactMap(UUID.init(uuidString:))
-        let outcomes = try await root.withStore(changing: true) { store in
+        let (ids, dryRun) = (self.ids.compactMap(UUID.init(uuidString:)), self.dryRun)
+        let outcomes = try await root.withStore(changing: !dryRun) { store in
             var outcomes: [(UUID, OfflineEntry.Removal)] = []
-            for id in ids { outcomes.append((id, try await store.remove(id, unlessLeasedAt: Date()))) }
+            for id in ids {
+                outcomes.append((id, dryRun ? Removals.would(try await Lookup.entry(id, in: store), now: Date()) : try await store.remove(id, unlessLeasedAt: Date())))
+            }
             return outcomes
         }
         let removed = outcomes.filter { $0.1 == .removed }.map(\.0)
         if root.json {
-            for id in removed { Output.line(["id": id.uuidString, "removed": true]) }
+            for id in removed { Output.line(dryRun ? ["id": id.uuidString, "wouldRemove": true] : ["id": id.uuidString, "removed": true]) }
+        } else if dryRun {
+            print("dry run: \(removed.count) entr\(removed.count == 1 ? "y" : "ies") would be removed; nothing changed")
         } else {
             print(removed.isEmpty ? "nothing removed" : "\(removed.count) entr\(removed.count == 1 ? "y" : "ies") removed")
         }
@@ -257,19 +283,23 @@ struct Purge: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("The queue whose dead letters go.", valueName: "queue")) var dead: String
     @OptionGroup var selection: DeadLetterSelection
+    @Flag(name: .customLong("dry-run"), help: "Say what would be removed (and how many), change nothing.") var dryRun = false
 
     func run() async throws {
         let now = Date()
-        let (queue, selection) = (dead, self.selection)
-        let removed = try await root.withStore(changing: true) { store in
+        let (queue, selection, dryRun) = (dead, self.selection, self.dryRun)
+        let removed = try await root.withStore(changing: !dryRun) { store in
             var removed: [UUID] = []
             for entry in try await store.deadLetters(queue: queue) where selection.selects(entry, now: now) {
-                if try await store.remove(entry.id, unlessLeasedAt: now) == .removed { removed.append(entry.id) }
+                let outcome = dryRun ? Removals.would(entry, now: now) : try await store.remove(entry.id, unlessLeasedAt: now)
+                if outcome == .removed { removed.append(entry.id) }
             }
             return removed
         }
         if root.json {
-            for id in removed { Output.line(["id": id.uuidString, "removed": true]) }
+            for id in removed { Output.line(dryRun ? ["id": id.uuidString, "wouldRemove": true] : ["id": id.uuidString, "removed": true]) }
+        } else if dryRun {
+            print("dry run: \(removed.count) dead letter\(removed.count == 1 ? "" : "s") of \(queue) would be removed; nothing changed")
         } else {
             print("\(removed.count) dead letter\(removed.count == 1 ? "" : "s") of \(queue) removed")
         }

@@ -189,6 +189,31 @@ struct BrickQueueCommandTests {
         }
     }
 
+    @Test("--dry-run: retry, remove and purge say what they would change (text and JSON) and change nothing: the files are byte-identical")
+    func dryRun() async throws {
+        try await Self.withFilledSQLiteStore { _, directory, path, ids in
+            let before = try Data(contentsOf: URL(fileURLWithPath: path))
+            let retry = try await Self.brickQueue(["--sqlite", path, "retry", "--dry-run", ids.dead.uuidString])
+            #expect(retry.status == 0, "\(retry.output)")
+            #expect(retry.output.contains("dry run: 1 dead letter would go back to pending; nothing changed"), "\(retry.output)")
+            let retryAll = try await Self.brickQueue(["--sqlite", path, "--json", "retry", "--dry-run", "--dead", "hooks", "--all"])
+            #expect(retryAll.objects.compactMap { $0["id"] as? String } == [ids.dead.uuidString])
+            #expect(retryAll.objects.first?["wouldRetry"] as? Bool == true)
+            let pendingRetry = try await Self.brickQueue(["--sqlite", path, "retry", "--dry-run", ids.pending[0].uuidString])
+            #expect(pendingRetry.status == 1, "a pending entry is refused, as without --dry-run")
+            let remove = try await Self.brickQueue(["--sqlite", path, "remove", "--dry-run", ids.pending[0].uuidString, ids.dead.uuidString])
+            #expect(remove.output.contains("dry run: 2 entries would be removed; nothing changed"), "\(remove.output)")
+            let purge = try await Self.brickQueue(["--sqlite", path, "--json", "purge", "--dead", "hooks", "--dry-run"])
+            #expect(purge.objects.compactMap { $0["id"] as? String } == [ids.dead.uuidString])
+            #expect(purge.objects.first?["wouldRemove"] as? Bool == true)
+            let status = try await Self.brickQueue(["--sqlite", path, "--json", "status"])
+            #expect(status.objects.first?["pending"] as? Int == 2)
+            #expect(status.objects.first?["dead"] as? Int == 1)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the store file is unchanged")
+            _ = directory
+        }
+    }
+
     @Test("an entry the egress policy refused: status --dead-reasons and show name the refusal and the address class")
     func egressRefusal() async throws {
         try await withServer { server in
