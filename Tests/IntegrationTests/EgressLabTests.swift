@@ -16,12 +16,16 @@ import Testing
 struct EgressLabTests {
     static let port = 8081
 
+    /// The lab and its four listeners, started on a thread of their own (starting them waits for
+    /// Python processes to say they are ready: never on a thread of the cooperative pool).
     private func lab() async throws -> DNSLab {
-        let lab = try await Subprocess.offPool { try DNSLab() }
-        for address in ["\(lab.subnet).2", "\(lab.subnet).3", "127.0.0.1", "::1"] {
-            try lab.startCounter(address, port: Self.port)
+        try await Subprocess.offPool {
+            let lab = try DNSLab()
+            for address in ["\(lab.subnet).2", "\(lab.subnet).3", "127.0.0.1", "::1"] {
+                try lab.startCounter(address, port: Self.port)
+            }
+            return lab
         }
-        return lab
     }
 
     private func url(_ name: String) -> String { "http://\(name):\(Self.port)/who" }
