@@ -114,14 +114,7 @@ struct EgressAndSignedQueueTests {
                 await queue.waitUntilEmpty()
                 let sent = server.requests(path: "/hook")
                 try #require(sent.count == 2)
-                let messages = sent.map {
-                    StandardWebhooks.Message(
-                        id: $0.header("webhook-id") ?? "",
-                        timestamp: $0.header("webhook-timestamp") ?? "",
-                        signature: $0.header("webhook-signature") ?? "",
-                        body: Data($0.body)
-                    )
-                }
+                let messages = sent.map(StandardWebhooks.Message.init(received:))
                 #expect(messages[0].id == messages[1].id)
                 #expect(messages[0].id == sent[0].header("Idempotency-Key"))
                 #expect((Int(messages[1].timestamp) ?? 0) - (Int(messages[0].timestamp) ?? 0) >= 31)

@@ -1,3 +1,4 @@
+import BrickTestServer
 import Foundation
 
 /// Checks Standard Webhooks signatures with the specification's own Python package
@@ -10,11 +11,12 @@ package enum StandardWebhooks {
         package var signature: String
         package var body: Data
 
-        package init(id: String, timestamp: String, signature: String, body: Data) {
-            self.id = id
-            self.timestamp = timestamp
-            self.signature = signature
-            self.body = body
+        /// The message a test server received: its three header fields and its body.
+        package init(received request: RecordedRequest) {
+            id = request.header("webhook-id") ?? ""
+            timestamp = request.header("webhook-timestamp") ?? ""
+            signature = request.header("webhook-signature") ?? ""
+            body = Data(request.body)
         }
     }
 

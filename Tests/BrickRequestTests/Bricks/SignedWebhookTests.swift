@@ -107,14 +107,7 @@ struct SignedWebhookTests {
             #expect(response.retryCount == 1)
             let sent = server.requests(path: "/hooks")
             try #require(sent.count == 2)
-            let messages = sent.map {
-                StandardWebhooks.Message(
-                    id: $0.header("webhook-id") ?? "",
-                    timestamp: $0.header("webhook-timestamp") ?? "",
-                    signature: $0.header("webhook-signature") ?? "",
-                    body: Data($0.body)
-                )
-            }
+            let messages = sent.map(StandardWebhooks.Message.init(received:))
             #expect(messages[0].id == messages[1].id, "the same id on every attempt")
             #expect(messages[0].id == sent[0].header("Idempotency-Key"), "the endpoint's idempotency key")
             #expect(Int(messages[1].timestamp)! - Int(messages[0].timestamp)! == 5, "each attempt signed afresh")
