@@ -20,6 +20,7 @@ let package = Package(
         .executable(name: "brick-demo", targets: ["BrickDemo"]),
         .executable(name: "outbox-worker", targets: ["OutboxWorker"]),
         .executable(name: "brick-queue", targets: ["BrickQueue"]),
+        .executable(name: "brick-queue-postgres", targets: ["BrickQueuePostgres"]),
         .library(name: "BrickQueueConsole", targets: ["BrickQueueConsole"]),
     ],
     dependencies: [
@@ -38,7 +39,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
-        // Only the brick-queue tool builds this.
+        // Only the brick-queue tools build this.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.0"),
@@ -232,8 +233,6 @@ let package = Package(
             ],
             path: "Samples/OutboxWorker"
         ),
-        // brick-queue: the operator's command line over a SQLite or PostgreSQL store (its own target:
-        // library users never build it, nor swift-argument-parser).
         // The web console of the queues: Hummingbird routes a service mounts, or `brick-queue serve`.
         .target(
             name: "BrickQueueConsole",
@@ -243,12 +242,28 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        .executableTarget(
-            name: "BrickQueue",
+        // The operator's commands (not a product), store-neutral: each tool below opens its own
+        // store, so that a service on one store builds only that store's client (library users
+        // never build any of this, nor swift-argument-parser).
+        .target(
+            name: "BrickQueueCommands",
             dependencies: [
-                "BrickOfflineCore", "BrickOfflinePostgres", "BrickOfflineSQLite", "BrickRequest", "BrickQueueConsole",
+                "BrickOfflineCore", "BrickRequest", "BrickQueueConsole",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // brick-queue: SQLite store files (GRDB; never postgres-nio nor BoringSSL).
+        .executableTarget(
+            name: "BrickQueue",
+            dependencies: ["BrickOfflineCore", "BrickOfflineSQLite", "BrickQueueCommands"]
+        ),
+        // brick-queue-postgres: a fleet's PostgreSQL store (postgres-nio; never GRDB).
+        .executableTarget(
+            name: "BrickQueuePostgres",
+            dependencies: [
+                "BrickOfflineCore", "BrickOfflinePostgres", "BrickQueueCommands",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]

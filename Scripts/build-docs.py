@@ -4,6 +4,13 @@
     Scripts/build-docs.py [--build-dir .build/debug] [--output .build/docs] [--static-hosting]
     Scripts/build-docs.py --preview BrickRequest     # then open http://localhost:8080/documentation/brickrequest
 
+In a package that depends on BrickRequest, from that package's directory after its `swift build`:
+
+    python3 .build/checkouts/BrickRequest/Scripts/build-docs.py      # or the path of a local checkout
+
+documents the products that package builds (the others are named and skipped), into
+.build/brickrequest-docs.
+
 Needs `swift build` first (it reads the built modules). For each product it extracts the symbol
 graph of the module users import — with the modules it re-exports: `import BrickRequest` shows
 BrickRequestCore, BrickCurl and BrickNetlink, `import BrickOffline` BrickOfflineCore and
@@ -90,13 +97,25 @@ def convert(module, graphs, output, static_hosting, preview):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--build-dir", default=os.path.join(ROOT, ".build", "debug"))
-    parser.add_argument("--output", default=os.path.join(ROOT, ".build", "docs"))
+    # Run from this checkout: its own build. Run from a package that depends on it: that package's.
+    here = os.getcwd()
+    consumer = os.path.realpath(here) != os.path.realpath(ROOT) and os.path.isdir(os.path.join(here, ".build", "debug"))
+    parser.add_argument("--build-dir", default=os.path.join(here if consumer else ROOT, ".build", "debug"))
+    parser.add_argument("--output", default=os.path.join(here, ".build", "brickrequest-docs") if consumer else os.path.join(ROOT, ".build", "docs"))
     parser.add_argument("--static-hosting", action="store_true")
     parser.add_argument("--preview", metavar="PRODUCT")
     arguments = parser.parse_args()
     flags = doc_snippets.include_flags(arguments.build_dir)
     products = {arguments.preview: PRODUCTS[arguments.preview]} if arguments.preview else PRODUCTS
+    # A package that depends on BrickRequest builds some products, not all: those are documented.
+    modules = os.path.join(arguments.build_dir, "Modules")
+    built = {module: reexported for module, reexported in products.items()
+             if all(os.path.exists(os.path.join(modules, name + ".swiftmodule")) for name in [module] + reexported)}
+    skipped = sorted(set(products) - set(built))
+    if not built:
+        print(f"build-docs: no product of BrickRequest is built in {arguments.build_dir}: run swift build first")
+        return 1
+    products = built
     os.makedirs(arguments.output, exist_ok=True)
     failed = []
     for module, reexported in products.items():
@@ -111,7 +130,8 @@ def main():
     if failed:
         print(f"build-docs: warnings or errors in {', '.join(failed)}")
         return 1
-    print(f"build-docs: {len(products)} products documented in {arguments.output}, no warning")
+    print(f"build-docs: {len(products)} products documented in {arguments.output}, no warning"
+          + (f"; not built here, skipped: {', '.join(skipped)}" if skipped else ""))
     return 0
 
 

@@ -32,7 +32,13 @@ def include_flags(build_dir):
     for name in ("CCurl", "CNetlink", "CRuntimeHook", "CZlib"):
         flags += ["-I", os.path.join(ROOT, "Sources", name)]
     # The C modules of the dependencies: their own module maps, and those SwiftPM generates.
-    maps = glob.glob(os.path.join(ROOT, ".build", "checkouts", "**", "module.modulemap"), recursive=True)
+    # Checkouts: this package's own, or (in a package that depends on BrickRequest) the ones beside
+    # the build directory given (.build/debug → .build/checkouts).
+    # The first that exists: two sets of the same module maps would redefine each module.
+    candidates = [os.path.normpath(os.path.join(build_dir, "..", "checkouts")),
+                  os.path.normpath(os.path.join(build_dir, "..", "..", "checkouts")), os.path.join(ROOT, ".build", "checkouts")]
+    checkouts = next((directory for directory in candidates if os.path.isdir(directory)), None)
+    maps = glob.glob(os.path.join(checkouts, "**", "module.modulemap"), recursive=True) if checkouts else []
     maps += glob.glob(os.path.join(build_dir, "*.build", "module.modulemap"))
     for directory in sorted({os.path.dirname(path) for path in maps}):
         flags += ["-I", directory]

@@ -270,7 +270,7 @@ struct BrickDemo {
             try await Task.sleep(for: .milliseconds(300))
             let waiting = await queue.count
             let server = try await BrickTestServer.start(port: port)
-            queue.startProcessing(ignoringPauseDates: true)
+            queue.retryPausedEntriesNow()
             await queue.waitUntilEmpty()
             await server.shutdown()
             let delivered = server.requests(path: "/anything/sales").map { String(decoding: $0.body, as: UTF8.self) }

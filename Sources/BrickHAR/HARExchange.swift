@@ -166,3 +166,42 @@ extension HARExchange {
         return count
     }
 }
+
+extension HARExchange {
+    /// Header fields whose values differ from one run to the next while the exchange is the same:
+    /// the moment (`Date`, `Age`), what a client makes fresh for each request (`Idempotency-Key`,
+    /// trace context, webhook signatures) and the request IDs servers and proxies add.
+    package static let volatileFields: Set<String> = [
+        "date", "age", "idempotency-key", "traceparent", "tracestate", "webhook-id", "webhook-timestamp",
+        "webhook-signature", "x-request-id", "request-id", "x-correlation-id", "x-amzn-requestid", "x-amzn-trace-id",
+        "cf-ray", "server-timing",
+    ]
+
+    /// Whether `other` is the same exchange as this one, as a re-recording sees it: the same
+    /// method, URL, header fields (but the volatile ones), bodies, status and failure kind; when
+    /// it happened and how long it took do not count.
+    package func isSameExchange(as other: HARExchange) -> Bool {
+        func stable(_ fields: HTTPFields?) -> [String] {
+            (fields ?? HTTPFields()).filter { !Self.volatileFields.contains($0.name.canonicalName) }
+                .map { "\($0.name.canonicalName): \($0.value)" }
+        }
+        return method == other.method && url == other.url && requestBody == other.requestBody
+            && stable(requestHeaders) == stable(other.requestHeaders)
+            && response?.status == other.response?.status && stable(response?.headerFields) == stable(other.response?.headerFields)
+            && responseBody == other.responseBody && failure?.kind == other.failure?.kind
+    }
+}
+
+extension HARArchive {
+    /// Whether `other` holds the same exchanges (``HARExchange/isSameExchange(as:)``), in any
+    /// order: a re-recording of an unchanged service.
+    package func hasSameExchanges(as other: HARArchive) -> Bool {
+        guard exchanges.count == other.exchanges.count else { return false }
+        var unmatched = other.exchanges
+        for exchange in exchanges {
+            guard let index = unmatched.firstIndex(where: { exchange.isSameExchange(as: $0) }) else { return false }
+            unmatched.remove(at: index)
+        }
+        return true
+    }
+}

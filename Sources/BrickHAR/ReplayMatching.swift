@@ -11,6 +11,12 @@ public struct ReplayMatching: Sendable, Hashable {
     public var headers: [HTTPField.Name]
     /// Whether the body must match too, byte for byte.
     public var body: Bool
+    /// Whether a recorded loopback origin (`127.x.x.x`, `[::1]`, `localhost`) answers the same
+    /// scheme and host on any port: for a recording made against a local server that listens on
+    /// a new port each run (`BrickTestServer`, a container's published port). Other hosts keep
+    /// their port. What the recorded bodies say (an absolute URL with the old port) is replayed
+    /// as recorded.
+    public var anyLoopbackPort: Bool
 
     /// Method and URL only: the default.
     public static let methodAndURL = ReplayMatching()
@@ -20,9 +26,11 @@ public struct ReplayMatching: Sendable, Hashable {
     /// - Parameters:
     ///   - headers: Header fields whose values must match.
     ///   - body: Whether the bodies must be equal.
-    public init(headers: [HTTPField.Name] = [], body: Bool = false) {
+    ///   - anyLoopbackPort: Whether a loopback origin matches on any port (``anyLoopbackPort``).
+    public init(headers: [HTTPField.Name] = [], body: Bool = false, anyLoopbackPort: Bool = false) {
         self.headers = headers
         self.body = body
+        self.anyLoopbackPort = anyLoopbackPort
     }
 }
 
@@ -77,6 +85,25 @@ package struct ReplayProbe: Sendable, Hashable {
         return origin
     }
 
+    /// Whether two origins name the same scheme and loopback host, whatever their ports.
+    static func sameLoopbackHost(_ one: String, _ other: String) -> Bool {
+        func schemeAndHost(_ origin: String) -> (scheme: Substring, host: Substring)? {
+            guard let schemeEnd = origin.firstRange(of: "://") else { return nil }
+            let authority = origin[schemeEnd.upperBound...]
+            let host: Substring
+            if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
+                host = authority[...close]
+            } else {
+                host = authority.prefix { $0 != ":" }
+            }
+            return (origin[..<schemeEnd.lowerBound], host)
+        }
+        guard let a = schemeAndHost(one), let b = schemeAndHost(other), a.scheme == b.scheme, a.host == b.host else {
+            return false
+        }
+        return a.host == "localhost" || a.host == "[::1]" || (a.host.hasPrefix("127.") && a.host.allSatisfy { $0.isNumber || $0 == "." })
+    }
+
     init(_ exchange: HARExchange) {
         self.init(method: exchange.method.rawValue, url: exchange.url, headers: exchange.requestHeaders, body: exchange.requestBody)
     }
@@ -85,7 +112,9 @@ package struct ReplayProbe: Sendable, Hashable {
     func differences(from recorded: ReplayProbe, matching: ReplayMatching) -> [String] {
         var differences: [String] = []
         if method != recorded.method { differences.append("method \(method), recorded \(recorded.method)") }
-        if origin != recorded.origin { differences.append("origin \(origin), recorded \(recorded.origin)") }
+        if origin != recorded.origin && !(matching.anyLoopbackPort && Self.sameLoopbackHost(origin, recorded.origin)) {
+            differences.append("origin \(origin), recorded \(recorded.origin)")
+        }
         if path != recorded.path { differences.append("path \(path), recorded \(recorded.path)") }
         if !Self.matches(query, recorded: recorded.query) {
             let text = { (pairs: [Pair]) in pairs.map { "\($0.name)=\($0.value)" }.joined(separator: "&") }

@@ -425,6 +425,25 @@ extension PostgresOfflineStore {
         if !moved { throw OfflineStoreError(.notFound, message: "no dead letter \(id)") }
     }
 
+    public func retryDeadLetter(_ id: OfflineEntry.ID, replacingPayload expected: Data, with payload: Data, now: Date) async throws {
+        let moved = try await run("retry a dead letter at a new URL") { [self] in
+            // As above, the payload replaced only while it is still the one read (compare and set).
+            try await changed(
+                client.query(
+                    """
+                    WITH moved AS (
+                        UPDATE \(unescaped: schema).entry SET sequence = DEFAULT, dead_at = NULL, dead_reason = NULL,
+                            attempts = 0, not_before = \(now), paused_until = NULL, expires_at = NULL, payload = \(payload)
+                        WHERE id = \(id) AND dead_at IS NOT NULL AND payload = \(expected) RETURNING queue)
+                    SELECT queue FROM moved
+                    """,
+                    logger: logger
+                )
+            )
+        }
+        if !moved { throw OfflineStoreError(.notFound, message: "no dead letter \(id) (or it changed since it was read)") }
+    }
+
     public func remove(_ id: OfflineEntry.ID) async throws {
         try await run("remove an entry") { [self] in
             try await changed(

@@ -259,6 +259,14 @@ extension QueueConsole {
         if entry.deadLetter != nil { body += button("Retry", "/entries/\(entry.id.uuidString)/retry", style: "primary") + " " }
         body += button("Remove", "/entries/\(entry.id.uuidString)/remove", style: "danger")
         body += "</p>"
+        if entry.deadLetter != nil, let request = try? entry.queuedRequest() {
+            body += """
+                <form id="rewrite-form" method="post" action="\(HTML.escape(basePath))/entries/\(entry.id.uuidString)/retry">\(csrfField)\
+                <label>Retry at a new URL: replace <input type="text" name="rewrite_from" size="40" value="\(HTML.escape(request.redactedURL))"></label>
+                <label>with <input type="text" name="rewrite_to" size="40"></label>
+                <button type="submit" class="primary">Retry at the new URL</button></form>
+                """
+        }
         if let text = view.bodyText {
             body += "<h2>Body (text\(view.body!.count > EntryView.bodyLimit ? ", first 64 KiB" : ""))</h2><pre>\(HTML.escape(text))</pre>"
         } else if let hex = view.bodyHex {
@@ -269,13 +277,24 @@ extension QueueConsole {
 
     // MARK: - Changes
 
+    /// Retries one dead letter; at a new URL when the form gives `rewrite_from` and `rewrite_to`.
     func retry(_ id: UUID, _ request: Request) async throws -> Response {
+        var request = request
+        let form = try await Form.read(&request)
+        var at = ""
         do {
-            try await store.retryDeadLetter(id, now: Date())
+            if let from = form["rewrite_from"], let to = form["rewrite_to"], !from.isEmpty || !to.isEmpty {
+                let url = try await store.retryDeadLetter(id, rewritingURL: try URLRewrite(prefix: from, replacement: to), now: Date())
+                at = " at " + ((try? TransportRequest(method: .post, url: url))?.redactedURL ?? "the new URL")
+            } else {
+                try await store.retryDeadLetter(id, now: Date())
+            }
         } catch let error as OfflineStoreError where error.kind == .notFound {
             return text(.conflict, "409: \(id) is not a dead letter (pending entries are retried by their queue)")
+        } catch let error as BrickError {
+            return text(.badRequest, "400: \(error.message)")
         }
-        return redirect("/entries/\(id.uuidString)", flash: "Back to pending, due now.")
+        return redirect("/entries/\(id.uuidString)", flash: "Back to pending, due now\(at).")
     }
 
     func remove(_ id: UUID, _ request: Request) async throws -> Response {
@@ -293,39 +312,73 @@ extension QueueConsole {
     }
 
     /// Retry or purge a queue's dead letters — all, or one dead-reason group (`outcome`, `host`) —
-    /// after a confirmation page that says how many.
+    /// after a confirmation page that says how many. A retry may send them to a new address
+    /// (`rewrite_from`, `rewrite_to`: a URL prefix and its replacement); those whose URL does not
+    /// start with the prefix stay dead.
     func bulk(retrying: Bool, _ queue: String, _ request: Request) async throws -> Response {
         var request = request
         let form = try await Form.read(&request)
         let outcome = form["outcome"].flatMap { $0.isEmpty ? nil : $0 }
         let host = form["host"].flatMap { $0.isEmpty ? nil : $0 }
+        var rewrite: URLRewrite?
+        if retrying, let from = form["rewrite_from"], let to = form["rewrite_to"], !from.isEmpty || !to.isEmpty {
+            do {
+                rewrite = try URLRewrite(prefix: from, replacement: to)
+            } catch {
+                return text(.badRequest, "400: \(error.message)")
+            }
+        }
         let now = Date()
-        let selected = try await store.page(queue: queue, dead: true, after: nil, limit: 1_000_000).filter { letter in
+        let group = try await store.page(queue: queue, dead: true, after: nil, limit: 1_000_000).filter { letter in
             let view = EntryView(letter)
             if let outcome, DeadReasonGroup.outcome(of: view) != outcome { return false }
             if let host, view.host != host { return false }
             return true
         }
+        let selected = rewrite.map { rewrite in
+            group.filter { (try? $0.queuedRequest()).flatMap { rewrite.rewritten($0.url) } != nil }
+        } ?? group
         let verb = retrying ? "Retry" : "Purge"
         let what = [outcome.map { "whose last outcome is \($0)" }, host.map { "sent to \($0)" }].compactMap { $0 }.joined(separator: ", ")
+        let path = "/queues/\(HTML.segment(queue))/dead/\(retrying ? "retry" : "purge")"
         guard form["confirm"] == "yes" else {
             var fields = ["confirm": "yes"]
             fields["outcome"] = outcome
             fields["host"] = host
-            let body = """
-                <h1>\(verb) \(selected.count) dead letter\(selected.count == 1 ? "" : "s") of \(HTML.escape(queue))?</h1>
+            fields["rewrite_from"] = rewrite?.prefix
+            fields["rewrite_to"] = rewrite?.replacement
+            let at = rewrite.map { " at \(HTML.escape($0.replacement))…" } ?? ""
+            var body = """
+                <h1>\(verb) \(selected.count) dead letter\(selected.count == 1 ? "" : "s") of \(HTML.escape(queue))\(at)?</h1>
                 <p>\(retrying ? "They go back to pending, due now, attempts from zero." : "They are removed for good.")\
                 \(what.isEmpty ? "" : " Only those " + HTML.escape(what) + ".")</p>
-                <p>\(button("\(verb) \(selected.count)", "/queues/\(HTML.segment(queue))/dead/\(retrying ? "retry" : "purge")", style: retrying ? "primary" : "danger", fields: fields))
+                """
+            if let rewrite {
+                let leftDead = group.count - selected.count
+                body += """
+                    <p id="rewrite">Their URLs start with <code>\(HTML.escape(rewrite.prefix))</code>; that part becomes \
+                    <code>\(HTML.escape(rewrite.replacement))</code> (method, headers, body and idempotency key kept).\
+                    \(leftDead == 0 ? "" : " \(leftDead) of the group \(leftDead == 1 ? "does not start with it and stays" : "do not start with it and stay") dead.")</p>
+                    """
+            }
+            body += """
+                <p>\(button("\(verb) \(selected.count)\(rewrite == nil ? "" : " at the new URL")", path, style: retrying ? "primary" : "danger", fields: fields))
                 <a href="\(HTML.escape(basePath))/">Cancel</a></p>
                 """
+            if retrying && rewrite == nil {
+                body += rewriteForm(path, outcome: outcome, host: host, example: group.first)
+            }
             return html("Confirm", body)
         }
         var done = 0
         for letter in selected {
             if retrying {
                 do {
-                    try await store.retryDeadLetter(letter.id, now: now)
+                    if let rewrite {
+                        _ = try await store.retryDeadLetter(letter.id, rewritingURL: rewrite, now: now)
+                    } else {
+                        try await store.retryDeadLetter(letter.id, now: now)
+                    }
                     done += 1
                 } catch let error as OfflineStoreError where error.kind == .notFound {
                     continue  // retried or removed meanwhile
@@ -334,7 +387,28 @@ extension QueueConsole {
                 done += 1
             }
         }
-        return redirect("/", flash: "\(done) dead letter\(done == 1 ? "" : "s") of \(queue) \(retrying ? "back to pending" : "purged").")
+        let at = rewrite.map { " at \($0.replacement)…" } ?? ""
+        return redirect("/", flash: "\(done) dead letter\(done == 1 ? "" : "s") of \(queue) \(retrying ? "back to pending\(at)" : "purged").")
+    }
+
+    /// "Retry at a new URL": the prefix to replace (the example's scheme and host, to start from)
+    /// and its replacement, posted back to the confirmation.
+    func rewriteForm(_ path: String, outcome: String?, host: String?, example: OfflineEntry?) -> String {
+        var hidden = ""
+        for (name, value) in [("outcome", outcome), ("host", host)] {
+            if let value { hidden += "<input type=\"hidden\" name=\"\(name)\" value=\"\(HTML.escape(value))\">" }
+        }
+        let start = example.map(EntryView.init).map { view -> String in
+            guard let schemeEnd = view.url.range(of: "://") else { return "" }
+            return view.url[..<schemeEnd.upperBound] + view.host
+        } ?? ""
+        return """
+            <h2>Or retry at a new URL</h2>
+            <form id="rewrite-form" method="post" action="\(HTML.escape(basePath + path))">\(csrfField)\(hidden)\
+            <label>URLs starting with <input type="text" name="rewrite_from" size="50" value="\(HTML.escape(start))"></label>
+            <label>go to <input type="text" name="rewrite_to" size="50" placeholder="https://new.example/path"></label>
+            <button type="submit" class="primary">Retry at the new URL…</button></form>
+            """
     }
 }
 

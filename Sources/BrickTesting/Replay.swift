@@ -123,7 +123,13 @@ func replaying<Result>(
         }
         let recorded = recordings.withLock { $0 }.flatMap(\.exchanges).sorted { $0.startedAt < $1.startedAt }
         guard existing == nil || !recorded.isEmpty else { return }
-        try HARArchive(exchanges: (existing?.exchanges ?? []) + recorded).write(to: path)
+        let archive = HARArchive(exchanges: (existing?.exchanges ?? []) + recorded)
+        // A re-recording of an unchanged service leaves the file byte for byte as it was (its
+        // dates, timings and fresh keys would otherwise make every re-record a diff).
+        if mode == .record, exists, let previous = try? HARArchive(contentsOf: path), archive.hasSameExchanges(as: previous) {
+            return
+        }
+        try archive.write(to: path)
     }
     do {
         let result = try await Session.withEverySessionTransport(forSession: makeTransport, isolation: isolation, operation: operation)

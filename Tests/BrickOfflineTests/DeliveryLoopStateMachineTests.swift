@@ -155,7 +155,7 @@ struct DeliveryLoopStateMachineTests {
             .start(.startLoop), .turn(cap: 2, lease(2)),
             .reachabilityChanged(wake: true), .reachabilityChanged(wake: true),
             .turn(cap: 2, lease(2, clearingPauses: true)), .turn(cap: 2, lease(2)),
-            // startProcessing(ignoringPauseDates: true), a type registered: the same.
+            // retryPausedEntriesNow(), a type registered: the same.
             .startClearingPauses(.wake), .turn(cap: 2, lease(2, clearingPauses: true)),
             // Full: kept for the turn that leases.
             .leased([0, 1], cap: 2, launch: [0, 1], handBack: []),

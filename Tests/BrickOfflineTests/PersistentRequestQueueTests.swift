@@ -379,6 +379,33 @@ struct PersistentRequestQueueTests {
         }
     }
 
+    @Test("retryPausedEntriesNow sends a paused entry at once (one attempt spent); startProcessing does not", arguments: StoreKind.allCases)
+    func retryPausedEntriesNow(kind: StoreKind) async throws {
+        try await withServer { server in
+            try await withStorePlace(kind) { place in
+                let queue = PersistentRequestQueue(
+                    name: "tasks",
+                    store: try await place.open("tasks"),
+                    session: session(),
+                    retryInterval: .seconds(3600)
+                )
+                server.script("/post", [.resetBeforeResponse])
+                try await queue.add(RecordSale(server.baseURL + "/post", amount: 1))
+                await eventually { server.requests(path: "/post").count == 1 }
+                // startProcessing keeps the hour's pause: the loop looks, goes idle, sends nothing.
+                let idle = queue.loopIdleCount
+                queue.startProcessing()
+                await eventually { queue.loopIdleCount > idle }
+                #expect(server.requests(path: "/post").count == 1)
+                queue.retryPausedEntriesNow()
+                await queue.waitUntilEmpty()
+                #expect(server.requests(path: "/post").count == 2)
+                let dead = try await queue.deadLetters()
+                #expect(dead.isEmpty)
+            }
+        }
+    }
+
     @Test("counts streams the pending count as it changes", arguments: StoreKind.allCases)
     func counts(kind: StoreKind) async throws {
         try await withStorePlace(kind) { place in

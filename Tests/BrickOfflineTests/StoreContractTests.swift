@@ -298,6 +298,29 @@ struct StoreContractTests {
         }
     }
 
+    @Test("a dead letter retried with its payload replaced: only while its payload is the one read (else nothing changes); then pending, due, attempts from zero, with the new payload", arguments: StoreKind.allCases)
+    func retryReplacingPayload(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try #require(try await place.open("q") as? any InspectableOfflineStore)
+            let id = try #require(try await store.add(Self.drafts(1), dedupe: .reject).first)
+            let leased = try #require(try await store.lease(queue: "q", limit: 1, now: Date(), for: .seconds(60)).first)
+            _ = try await store.bury(leased.id, lease: try #require(leased.lease?.token), reason: "gone", attempt: nil, countsAttempt: true)
+            let dead = try #require(try await store.entry(id))
+            let moved = Data("moved".utf8)
+            await #expect(throws: OfflineStoreError.self) {
+                try await store.retryDeadLetter(id, replacingPayload: Data("not what was read".utf8), with: moved, now: Date())
+            }
+            #expect(try await store.entry(id) == dead, "a stale read changes nothing")
+            try await store.retryDeadLetter(id, replacingPayload: dead.payload, with: moved, now: Date())
+            let pending = try #require(try await store.list(queue: "q").first)
+            #expect(pending.id == id && pending.payload == moved && pending.attempts == 0 && pending.deadLetter == nil)
+            #expect(pending.idempotencyKey == dead.idempotencyKey)
+            await #expect(throws: OfflineStoreError.self, "no longer a dead letter") {
+                try await store.retryDeadLetter(id, replacingPayload: moved, with: dead.payload, now: Date())
+            }
+        }
+    }
+
     @Test("clearPauses makes paused entries due, not scheduled ones", arguments: StoreKind.allCases)
     func pauses(kind: StoreKind) async throws {
         try await withStorePlace(kind) { place in

@@ -27,8 +27,11 @@ struct BrickQueueCommandTests {
         }
     }
 
-    static func brickQueue(_ arguments: [String], environment: [String: String] = [:]) async throws -> Run {
-        let binary = testProductsDirectory.appendingPathComponent("brick-queue").path
+    /// Runs `brick-queue` (SQLite files), or `brick-queue-postgres` when the arguments name a
+    /// PostgreSQL store (`tool` forces one).
+    static func brickQueue(_ arguments: [String], environment: [String: String] = [:], tool: String? = nil) async throws -> Run {
+        let name = tool ?? (arguments.contains("--postgres") ? "brick-queue-postgres" : "brick-queue")
+        let binary = testProductsDirectory.appendingPathComponent(name).path
         let exports = environment.map { "export \($0.key)='\($0.value)'; " }.joined()
         let command = ([binary] + arguments).map { "'\($0)'" }.joined(separator: " ")
         let text = try await Subprocess.run("\(exports)\(command) 2>&1; echo \"exit=$?\"")
@@ -152,6 +155,16 @@ struct BrickQueueCommandTests {
             #expect(missing.output.contains("no store at"))
             let both = try await Self.brickQueue(["--sqlite", path, "--postgres", "postgres://x", "status"])
             #expect(both.status == 2, "\(both.output)")
+            // Each tool reads one kind of store and names the other for the rest.
+            let postgresHere = try await Self.brickQueue(["--postgres", "postgres://x", "status"], tool: "brick-queue")
+            #expect(postgresHere.status == 1)
+            #expect(postgresHere.output.contains("brick-queue-postgres"), "\(postgresHere.output)")
+            let noStore = try await Self.brickQueue(["status"], tool: "brick-queue")
+            #expect(noStore.status == 1)
+            #expect(noStore.output.contains("give --sqlite PATH"), "\(noStore.output)")
+            let sqliteThere = try await Self.brickQueue(["--sqlite", path, "status"], tool: "brick-queue-postgres")
+            #expect(sqliteThere.status == 1)
+            #expect(sqliteThere.output.contains("read by brick-queue "), "\(sqliteThere.output)")
             let noID = try await Self.brickQueue(["--sqlite", path, "show", "not-an-id"])
             #expect(noID.status == 2)
             let narrowedIDs = try await Self.brickQueue(["--sqlite", path, "retry", ids.dead.uuidString, "--outcome", "HTTP 500"])
@@ -211,6 +224,68 @@ struct BrickQueueCommandTests {
             #expect(status.objects.first?["dead"] as? Int == 1)
             #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the store file is unchanged")
             _ = directory
+        }
+    }
+
+    @Test("retry --rewrite-url: one dead letter by ID and a dead-letter group go to a new URL and are delivered there, bodies and keys kept; a URL the prefix does not match is refused (by ID) or left dead (in a group); --dry-run and refusals change nothing")
+    func rewriteURL() async throws {
+        try await Self.withFilledSQLiteStore { server, directory, path, ids in
+            server.route("/moved/fail") { _ in .status(204) }
+            // Two more dead letters to the same stale path, and one elsewhere that must stay dead.
+            var elsewhere: UUID
+            do {
+                let store = try await SQLiteOfflineStore.open(name: "offline", directory: directory)
+                let queue = PersistentRequestQueue(name: "hooks", store: store, session: Session(), retryInterval: .milliseconds(50))
+                for amount in [10, 11] { try await queue.add(RecordSale(server.baseURL + "/fail", amount: amount), options: .init(maxAttempts: 1)) }
+                server.route("/other") { _ in .status(500) }
+                try await queue.add(RecordSale(server.baseURL + "/other", amount: 12), options: .init(maxAttempts: 1))
+                await eventually(within: .seconds(30)) { ((try? await queue.deadLetters()) ?? []).count == 4 }
+                elsewhere = try #require(try await queue.deadLetters().first { EntryURL.path(of: $0) == "/other" }).id
+                await queue.close(gracePeriod: .zero)
+            }
+            let rewrite = "\(server.baseURL)/fail=\(server.baseURL)/moved/fail"
+            // What the store holds, read as the tool reads it (the file's bytes may still move
+            // as the worker's connection winds down; the dry-run test compares bytes).
+            func contents() async throws -> [OfflineEntry] {
+                let store = try SQLiteOfflineStore.inspecting(atPath: path, access: .read)
+                return try await store.deadLetters(queue: "hooks") + store.list(queue: "hooks")
+            }
+            let before = try await contents()
+
+            let malformed = try await Self.brickQueue(["--sqlite", path, "retry", ids.dead.uuidString, "--rewrite-url", "ftp://x=y"])
+            #expect(malformed.status == 2, "\(malformed.output)")
+            let unmatched = try await Self.brickQueue(["--sqlite", path, "retry", elsewhere.uuidString, "--rewrite-url", rewrite])
+            #expect(unmatched.status == 1)
+            #expect(unmatched.output.contains("does not start with \(server.baseURL)/fail"), "\(unmatched.output)")
+            let dry = try await Self.brickQueue(["--sqlite", path, "--json", "retry", "--dry-run", ids.dead.uuidString, "--rewrite-url", rewrite])
+            #expect(dry.objects.first?["url"] as? String == server.baseURL + "/moved/fail", "\(dry.output)")
+            #expect(dry.objects.first?["wouldRetry"] as? Bool == true)
+            #expect(try await contents() == before, "a dry run and the refusals change nothing")
+
+            // One by ID, then the rest of the group: the one elsewhere is left dead and said so.
+            let one = try await Self.brickQueue(["--sqlite", path, "--json", "retry", ids.dead.uuidString, "--rewrite-url", rewrite])
+            #expect(one.status == 0, "\(one.output)")
+            #expect(one.objects.first?["retried"] as? Bool == true)
+            let group = try await Self.brickQueue(["--sqlite", path, "retry", "--dead", "hooks", "--all", "--rewrite-url", rewrite])
+            #expect(group.status == 0, "\(group.output)")
+            #expect(group.output.contains("2 dead letters back to pending, due now at \(server.baseURL)/moved/fail…"), "\(group.output)")
+            #expect(group.output.contains("1 dead letter of the selection left dead: its URL does not start with"), "\(group.output)")
+
+            // Read back from code, then delivered by a worker at the new address, once each.
+            let store = try await SQLiteOfflineStore.open(name: "offline", directory: directory)
+            let moved = try await store.list(queue: "hooks").filter { EntryURL.path(of: $0) == "/moved/fail" }
+            #expect(moved.count == 3)
+            let request = try #require(moved.first).queuedRequest()
+            #expect(request.method == .post)
+            #expect(request.url == server.baseURL + "/moved/fail")
+            #expect(request.body.map { String(decoding: $0, as: UTF8.self).hasPrefix("amount=") } == true)
+            let queue = PersistentRequestQueue(name: "hooks", store: store, session: Session(), retryInterval: .milliseconds(50))
+            queue.startProcessing()
+            await eventually(within: .seconds(30)) { server.requests(path: "/moved/fail").count == 3 }
+            let keys = server.requests(path: "/moved/fail").compactMap { $0.header("Idempotency-Key") }
+            #expect(Set(keys) == Set(moved.map(\.idempotencyKey)), "each went with its own key")
+            #expect(try await store.deadLetters(queue: "hooks").map(\.id) == [elsewhere])
+            await queue.close(gracePeriod: .zero)
         }
     }
 

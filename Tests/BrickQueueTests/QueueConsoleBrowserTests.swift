@@ -69,6 +69,7 @@ struct QueueConsoleBrowserTests {
         try await withServer { server in
             server.script("/flaky", [.status(500)])
             server.route("/flaky") { _ in .status(200) }
+            server.route("/new/hook") { _ in .status(204) }
             // Slow enough (0.6 s each) that the browser sees the count fall, not only its end.
             server.route("/deliver") { _ in .slowDrip(totalBytes: 4, interval: .milliseconds(150)) }
             try await withDirectory { directory in
@@ -90,6 +91,17 @@ struct QueueConsoleBrowserTests {
                 let hostile = "http://127.0.0.1:\(closedPort())/<script>document.title='pwned2'</script>"
                 try await alerts.add(RecordSale(hostile, amount: 2), options: .init(maxAttempts: 1))
                 await eventually(within: .seconds(30)) { ((try? await alerts.deadLetters()) ?? []).count == 2 }
+                // A partner moved: three dead letters to its old address (a port nobody listens
+                // on), and one more of the same group whose URL the rewrite does not match.
+                let partner = PersistentRequestQueue(name: "partner", store: store, session: session, retryInterval: .milliseconds(50))
+                defer { Task { await partner.close(gracePeriod: .zero) } }
+                let stale = "http://127.0.0.1:\(closedPort())"
+                for number in 1...3 {
+                    try await partner.add(RecordSale(stale + "/old/hook", amount: number), options: .init(maxAttempts: 1))
+                }
+                try await partner.add(RecordSale(stale + "/elsewhere", amount: 4), options: .init(maxAttempts: 1))
+                await eventually(within: .seconds(30)) { ((try? await partner.deadLetters()) ?? []).count == 4 }
+                let untouched = try #require(try await partner.deadLetters().first { EntryURL.path(of: $0) == "/elsewhere" })
                 try await store.setPaused(true, queue: "hooks")
                 for number in 0..<20 { try await hooks.add(RecordSale(server.baseURL + "/deliver", amount: number)) }
                 // Paging: 10,000 entries in a paused queue.
@@ -124,7 +136,9 @@ struct QueueConsoleBrowserTests {
                     print("console: a page of a 10,000-entry queue:", timings.joined(separator: "; "))
                     let shots = Self.packageRoot.appendingPathComponent(".build/console-screenshots").path
                     let script = Self.packageRoot.appendingPathComponent("Tests/BrickQueueTests/Browser/console-browser.py").path
-                    let output = try await Subprocess.run("python3 '\(script)' '\(urls[0])' '\(urls[1])' '\(token)' '\(shots)' 2>&1")
+                    let output = try await Subprocess.run(
+                        "python3 '\(script)' '\(urls[0])' '\(urls[1])' '\(token)' '\(shots)' '\(stale)/old' '\(server.baseURL)/new' 2>&1"
+                    )
                     print(output)
                     #expect(output.contains("{\"ok\": true}"), "\(output)")
                     #expect(FileManager.default.fileExists(atPath: shots + "/console-overview.png"))
@@ -135,6 +149,13 @@ struct QueueConsoleBrowserTests {
                 #expect(!summaries.contains { $0.queue.contains("%") }, "\(summaries.map(\.queue))")
                 // The worker delivered what the browser resumed and retried.
                 #expect(server.requests(path: "/flaky").count == 2)
+                // The moved group: delivered at the new URL, each once, with its own body; the
+                // letter the rewrite did not match is still dead, byte for byte as it was.
+                await eventually(within: .seconds(30)) { server.requests(path: "/new/hook").count == 3 }
+                #expect(Set(server.requests(path: "/new/hook").map { String(decoding: $0.body, as: UTF8.self) }).count == 3)
+                let stillDead = try await store.deadLetters(queue: "partner")
+                #expect(stillDead == [untouched], "\(stillDead) vs \(untouched)")
+                #expect(try await store.list(queue: "partner").isEmpty)
                 #expect(try await store.list(queue: "hooks").isEmpty)
                 #expect(try await store.deadLetters(queue: "alerts").map { EntryURL.path(of: $0) } == ["/<script>document.title='pwned2'</script>"])
                 let minutes = try await store.deliveries(since: Date().addingTimeInterval(-3600))

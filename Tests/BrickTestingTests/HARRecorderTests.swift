@@ -71,4 +71,56 @@ struct HARRecorderTests {
         let archive = try HARArchive(contentsOf: path)
         #expect(archive.exchanges.allSatisfy { $0.metrics.total > .zero && $0.metrics.httpVersion == .http1_1 })
     }
+
+    @Test("FailureWriter: a failed request (a 503) writes the recorder's exchanges, failed attempts included, mode 0600, no secret; within the interval further failures write nothing; past it, a new file; the oldest past keepingFiles removed")
+    func failureWriter() async throws {
+        let directory = NSTemporaryDirectory() + "brick-failures-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let recorder = HARRecorder(limit: 50)
+        let clock = ManualClock()
+        let started = clock.now
+        let writer = HARRecorder.FailureWriter(
+            recorder, directory: directory, minimumInterval: .seconds(300), keepingFiles: 2,
+            when: HARRecorder.FailureWriter.transportFailuresAndServerErrors, elapsed: { started.duration(to: clock.now) }
+        )
+        let session = Session(configuration: .init(), eventMonitors: [writer], instruments: [recorder])
+        func files() throws -> [String] {
+            writer.waitUntilWritten()
+            return try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+        }
+        try await withServer(prepare: { server in
+            server.route("/ok") { _ in .status(200) }
+            server.route("/down") { _ in .status(503) }
+        }) { server in
+            let fine = await ArchivedGet(server.baseURL + "/ok", session: session, headers: ["Authorization": "Bearer PLANTED"]).response()
+            #expect(fine.status == .ok)
+            writer.waitUntilWritten()
+            #expect(!FileManager.default.fileExists(atPath: directory), "a success writes nothing")
+
+            let down = await ArchivedGet(server.baseURL + "/down", session: session, headers: ["Authorization": "Bearer PLANTED"]).response()
+            #expect(down.status?.code == 503)
+            let first = try files()
+            #expect(first.count == 1 && first.allSatisfy { $0.hasPrefix("brick-failure-") && $0.hasSuffix(".har") }, "\(first)")
+            let path = directory + "/" + first[0]
+            let archive = try HARArchive(contentsOf: path)
+            #expect(archive.exchanges.map { $0.response?.status.code } == [200, 503])
+            #expect(!(try String(contentsOfFile: path, encoding: .utf8)).contains("PLANTED"))
+            let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+
+            // An outage: within the interval, one file however many failures.
+            for _ in 0..<3 { _ = await ArchivedGet(server.baseURL + "/down", session: session).response() }
+            #expect(try files().count == 1)
+            #expect(writer.failuresNotWritten == 3)
+            // Past it: a file each time; the third removes the oldest (keepingFiles 2).
+            for _ in 0..<2 {
+                clock.advance(by: .seconds(301))
+                _ = await ArchivedGet(server.baseURL + "/down", session: session).response()
+            }
+            let kept = try files()
+            #expect(writer.filesWritten == 3)
+            #expect(kept.count == 2 && !kept.contains(first[0]), "\(kept)")
+            #expect(writer.lastError == nil)
+        }
+    }
 }

@@ -172,6 +172,35 @@ struct ReplayTests {
         #expect(archive.exchanges.first.map { String(decoding: $0.responseBody, as: UTF8.self) } == #"{"name":"Ada","version":"v2"}"#)
     }
 
+    @Test("a re-recording of an unchanged server leaves the fixture byte-identical (dates, timings and fresh keys do not count); a changed answer rewrites it; a recording on one port replays on the next with anyLoopbackPort")
+    func stableReRecord() async throws {
+        let path = scratch()
+        let session = Session(configuration: .init())
+        func record(_ server: BrickTestServer) async throws {
+            _ = try await withReplay(path: path, mode: .record) {
+                (await ArchivedGet(server.baseURL + "/users", session: session, headers: ["traceparent": "00-\(UUID().uuidString.replacingOccurrences(of: "-", with: ""))-01"]).response(),
+                 await ArchivedPost(server.baseURL + "/users", session: session, body: Data("same".utf8)).response())
+            }
+        }
+        try await withServer(prepare: { prepare($0, version: "v1") }) { server in
+            try await record(server)
+            let first = try Data(contentsOf: URL(fileURLWithPath: path))
+            try await record(server)
+            #expect(server.requests(path: "/users").count == 4, "both runs went to the server")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == first, "unchanged exchanges: the file is left as it was")
+            prepare(server, version: "v2")
+            try await record(server)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) != first, "a changed answer is written")
+        }
+        // The same recording, replayed as for a server on another port (nothing is sent: the
+        // table above shows that without anyLoopbackPort the port is part of the origin).
+        let loose = try await withReplay(path: path, mode: .replay, matching: ReplayMatching(anyLoopbackPort: true)) {
+            await ArchivedGet("http://127.0.0.1:1/users", session: session).response()
+        }
+        #expect(loose.status == .ok)
+        #expect(loose.headers[HTTPField.Name("X-Version")!] == "v2")
+    }
+
     @Test(".newEpisodes replays what is recorded and records what is not")
     func newEpisodes() async throws {
         let path = scratch()
@@ -273,6 +302,9 @@ struct ReplayMatchingTests {
             exchange(.get, "http://h/users?a=1&b=2"),
             exchange(.post, "http://h/users", headers: [.contentType: "application/json"], body: Data("x".utf8)),
             exchange(.get, "http://h/search?q=REDACTED&page=1"),
+            exchange(.get, "http://127.0.0.1:41000/local"),
+            exchange(.get, "http://[::1]:41000/v6"),
+            exchange(.get, "http://api.example:8443/remote"),
         ]
         struct Row {
             var method: String
@@ -297,6 +329,13 @@ struct ReplayMatchingTests {
             Row(method: "POST", url: "http://h/users", matching: ReplayMatching(body: true), body: Data("y".utf8), expected: [.unmatched(closest: 2, differences: ["body (1 bytes, recorded 1)"])]),
             Row(method: "POST", url: "http://h/users", matching: ReplayMatching(headers: [.contentType]), headers: [.contentType: "text/plain"], expected: [.unmatched(closest: 2, differences: ["header Content-Type"])]),
             Row(method: "POST", url: "http://h/users", matching: ReplayMatching(headers: [.contentType], body: true), headers: [.contentType: "application/json"], body: Data("x".utf8), expected: [.answer(2)]),
+            // A loopback origin on another port: only with anyLoopbackPort, and never another host's port.
+            Row(method: "GET", url: "http://127.0.0.1:52000/local", expected: [.unmatched(closest: 4, differences: ["origin http://127.0.0.1:52000, recorded http://127.0.0.1:41000"])]),
+            Row(method: "GET", url: "http://127.0.0.1:52000/local", matching: ReplayMatching(anyLoopbackPort: true), expected: [.answer(4)]),
+            Row(method: "GET", url: "http://[::1]:52000/v6", matching: ReplayMatching(anyLoopbackPort: true), expected: [.answer(5)]),
+            Row(method: "GET", url: "http://127.0.0.2:41000/local", matching: ReplayMatching(anyLoopbackPort: true), expected: [.unmatched(closest: 4, differences: ["origin http://127.0.0.2:41000, recorded http://127.0.0.1:41000"])]),
+            Row(method: "GET", url: "https://127.0.0.1:41000/local", matching: ReplayMatching(anyLoopbackPort: true), expected: [.unmatched(closest: 4, differences: ["origin https://127.0.0.1:41000, recorded http://127.0.0.1:41000"])]),
+            Row(method: "GET", url: "http://api.example:9443/remote", matching: ReplayMatching(anyLoopbackPort: true), expected: [.unmatched(closest: 6, differences: ["origin http://api.example:9443, recorded http://api.example:8443"])]),
         ]
         for row in rows {
             var index = ReplayIndex(recorded, matching: row.matching)

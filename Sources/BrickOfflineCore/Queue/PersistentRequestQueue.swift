@@ -32,7 +32,7 @@ import Logging
 /// `Cookie` or `Proxy-Authorization` (or a header named in `sensitiveHeaders`); the queue's
 /// `authenticator` signs each attempt when it is sent instead.
 ///
-/// **Processing** starts with the first `add(_:options:)` or ``startProcessing(ignoringPauseDates:)``
+/// **Processing** starts with the first `add(_:options:)` or ``startProcessing()``
 /// (not when the queue is opened: subscribe to ``events`` first to hear what happens
 /// to the entries of an earlier run).
 public final class PersistentRequestQueue: Sendable {
@@ -239,16 +239,29 @@ public final class PersistentRequestQueue: Sendable {
 
     // MARK: - Processing
 
-    /// Runs the queue now. With `ignoringPauseDates`, every paused entry is due at once (call it
-    /// when the app comes to the foreground or the user asks to retry).
-    public func startProcessing(ignoringPauseDates: Bool = false) {
-        core.start(ignoringPauses: ignoringPauseDates)
+    /// Runs the queue now (after ``stopProcessing(gracePeriod:)``, or over entries an earlier run
+    /// left): what is due is sent; an entry a failed attempt paused waits out the rest of its
+    /// `retryInterval`. `add(_:options:)` starts processing too.
+    public func startProcessing() {
+        core.start(ignoringPauses: false)
+    }
+
+    /// Sends every entry that a failed attempt paused now, instead of at the end of its
+    /// `retryInterval`, and starts processing: for a user's "Retry now", or an app coming back to
+    /// the foreground once the network is back.
+    ///
+    /// Each paused entry spends an attempt at once (counted towards `maxAttempts`). Do not call it
+    /// on a timer or after every add — against a host that is still down that burns attempts; the
+    /// queue already retries paused entries at once by itself when a delivery succeeds (the server
+    /// answers again) or the session's reachability changes.
+    public func retryPausedEntriesNow() {
+        core.start(ignoringPauses: true)
     }
 
     /// Stops taking entries, for a graceful shutdown: the attempts under way may finish for up to
     /// `gracePeriod`; those still running then are cancelled and handed back (their leases
     /// released, no attempt counted), so that another worker sharing the store takes them at once.
-    /// Returns when no attempt runs here any more. ``startProcessing(ignoringPauseDates:)`` or
+    /// Returns when no attempt runs here any more. ``startProcessing()`` or
     /// `add(_:options:)` starts processing again.
     public func stopProcessing(gracePeriod: Duration = .seconds(10)) async {
         await core.stopProcessing(gracePeriod: gracePeriod)

@@ -50,6 +50,19 @@ public protocol InspectableOfflineStore: OfflineStore {
     /// The entry `id`, pending or dead, or `nil`.
     func entry(_ id: OfflineEntry.ID) async throws -> OfflineEntry?
 
+    /// Makes the dead letter `id` pending again, as ``OfflineStore/retryDeadLetter(_:now:)`` does,
+    /// with its payload replaced in the same transaction — for a request that must now go
+    /// elsewhere (``InspectableOfflineStore/retryDeadLetter(_:rewritingURL:now:)``). Changes
+    /// nothing and fails with ``OfflineStoreError/Kind/notFound`` when `id` is no dead letter, or
+    /// its payload is no longer `expected` (someone changed it since it was read).
+    ///
+    /// - Parameters:
+    ///   - id: The dead letter.
+    ///   - expected: Its payload as read.
+    ///   - payload: The payload it is retried with.
+    ///   - now: When it is due.
+    func retryDeadLetter(_ id: OfflineEntry.ID, replacingPayload expected: Data, with payload: Data, now: Date) async throws
+
     /// Attempts that ended — delivered, or failed (rescheduled or set aside) — per queue and
     /// minute since `since` (the store keeps a day).
     func deliveries(since: Date) async throws -> [OfflineDeliveryMinute]

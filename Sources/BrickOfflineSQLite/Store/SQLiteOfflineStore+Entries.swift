@@ -466,6 +466,16 @@ extension SQLiteOfflineStore {
     }
 
     public func retryDeadLetter(_ id: OfflineEntry.ID, now: Date) async throws {
+        try await retryDeadLetter(id, replacing: nil, now: now)
+    }
+
+    public func retryDeadLetter(_ id: OfflineEntry.ID, replacingPayload expected: Data, with payload: Data, now: Date) async throws {
+        try await retryDeadLetter(id, replacing: (expected, payload), now: now)
+    }
+
+    /// Re-inserts the dead letter at the end of its queue, its payload replaced when `replacing`
+    /// says so and it still is `expected`.
+    private func retryDeadLetter(_ id: OfflineEntry.ID, replacing: (expected: Data, payload: Data)?, now: Date) async throws {
         let queue = try await write("retry a dead letter") { db -> String in
             guard
                 let row = try Row.fetchOne(
@@ -477,6 +487,9 @@ extension SQLiteOfflineStore {
             guard let dead = Self.lenientEntry(row) else {
                 throw OfflineStoreError(.corrupt, message: "the dead letter \(id) cannot be read")
             }
+            if let replacing, dead.payload != replacing.expected {
+                throw OfflineStoreError(.notFound, message: "the dead letter \(id) changed since it was read")
+            }
             // Re-inserted at the end of its queue: a new sequence, attempts from zero.
             try db.execute(sql: "DELETE FROM entry WHERE id = ?", arguments: [id.uuidString])
             try db.execute(
@@ -486,7 +499,7 @@ extension SQLiteOfflineStore {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)
                     """,
                 arguments: [
-                    dead.id.uuidString, dead.queue, dead.payload, dead.idempotencyKey, dead.dedupeKey,
+                    dead.id.uuidString, dead.queue, replacing?.payload ?? dead.payload, dead.idempotencyKey, dead.dedupeKey,
                     dead.createdAt.timeIntervalSince1970, now.timeIntervalSince1970, dead.maxAttempts,
                     row["lastAttemptAt"] as? Double, row["lastStatus"] as? Int64, row["lastError"] as? String,
                 ]

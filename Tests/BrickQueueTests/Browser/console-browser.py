@@ -26,7 +26,7 @@ except ImportError as error:
     print(f"console-browser: {error}: install with `python3 -m pip install selenium`", file=sys.stderr)
     sys.exit(1)
 
-console, guarded, token, shots = sys.argv[1:5]
+console, guarded, token, shots, stale_prefix, new_prefix = sys.argv[1:7]
 os.makedirs(shots, exist_ok=True)
 
 
@@ -234,6 +234,32 @@ try:
         return "No entry" in d.page_source
     wait.until(delivered)
     print("retry: the dead letter went back to pending and was delivered")
+
+    # A partner moved: the dead-letter group of queue partner goes to a new address, and only
+    # those of its letters whose URL starts with the stale prefix (the test then checks the server
+    # and the store).
+    driver.get(console + "/")
+    group = driver.find_element(By.XPATH, "//table[@id='reasons']//tr[td[1][text()='partner']]")
+    group.find_element(By.XPATH, ".//button[starts-with(text(),'Retry')]").click()
+    wait.until(lambda d: d.find_elements(By.ID, "rewrite-form"))
+    form = driver.find_element(By.ID, "rewrite-form")
+    start = form.find_element(By.NAME, "rewrite_from")
+    if not stale_prefix.startswith(start.get_attribute("value")):
+        fail(f"the rewrite form starts from {start.get_attribute('value')!r}, not the group's scheme and host")
+    start.clear()
+    start.send_keys(stale_prefix)
+    form.find_element(By.NAME, "rewrite_to").send_keys(new_prefix)
+    form.find_element(By.XPATH, ".//button").click()
+    wait.until(lambda d: d.find_elements(By.ID, "rewrite"))
+    heading = driver.find_element(By.TAG_NAME, "h1").text
+    if heading != f"Retry 3 dead letters of partner at {new_prefix}…?":
+        fail(f"the confirmation reads {heading!r}")
+    if "1 of the group does not start with it and stays dead" not in driver.find_element(By.ID, "rewrite").text:
+        fail(f"the confirmation does not say one stays dead: {driver.find_element(By.ID, 'rewrite').text!r}")
+    driver.save_screenshot(os.path.join(shots, "console-rewrite-url.png"))
+    driver.find_element(By.XPATH, "//button[text()='Retry 3 at the new URL']").click()
+    wait.until(lambda d: "3 dead letters of partner back to pending at" in d.page_source)
+    print("rewrite: 3 dead letters of partner back to pending at the new URL, 1 left dead")
 finally:
     driver.quit()
 print(json.dumps({"ok": True}))

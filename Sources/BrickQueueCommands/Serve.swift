@@ -1,6 +1,5 @@
 import ArgumentParser
 import BrickOfflineCore
-import BrickOfflineSQLite
 import BrickQueueConsole
 import Foundation
 import Hummingbird
@@ -49,13 +48,14 @@ struct Serve: AsyncParsableCommand {
             token = trimmed
         }
         let (host, port, guarded) = (self.host, self.port, token != nil)
+        let tool = Tool.opener?.toolName ?? "brick-queue"
         let guardedToken = token
         // On SQLite, with its worker running, the console serves its pages read-only (a change
         // then says to use the worker's own console or stop it).
         var changing = true
-        if let path = root.sqlitePath, (try? BrickQueue.sqliteStore(path, access: .change)) == nil {
+        if let path = root.sqlitePath, let opener = Tool.opener, !opener.mayChange(root.location) {
             changing = false
-            FileHandle.standardError.write(Data("brick-queue: \(path) is in use by its worker: the console is read-only (changes: stop the worker, or use the console mounted in it)\n".utf8))
+            FileHandle.standardError.write(Data("\(tool): \(path) is in use by its worker: the console is read-only (changes: stop the worker, or use the console mounted in it)\n".utf8))
         }
         try await root.withStore(changing: changing) { store in
             let console = QueueConsole(
@@ -73,7 +73,7 @@ struct Serve: AsyncParsableCommand {
                 configuration: .init(address: .hostname(host, port: port), serverName: "brick-queue"),
                 onServerRunning: { channel in
                     let bound = channel.localAddress?.port ?? port
-                    FileHandle.standardOutput.write(Data("brick-queue: console at http://\(host.contains(":") ? "[\(host)]" : host):\(bound)/\(guarded ? " (token required)" : "")\n".utf8))
+                    FileHandle.standardOutput.write(Data("\(tool): console at http://\(host.contains(":") ? "[\(host)]" : host):\(bound)/\(guarded ? " (token required)" : "")\n".utf8))
                 },
                 logger: logger
             )

@@ -150,7 +150,14 @@ struct Show: AsyncParsableCommand {
 struct Retry: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Put dead letters back: pending, due now, attempts from zero.",
-        discussion: "brick-queue retry ID…   or   brick-queue retry --dead QUEUE --all [--older-than 1h] [--outcome 'HTTP 401'] [--host api.partner.com]"
+        discussion: """
+            brick-queue retry ID…   or   brick-queue retry --dead QUEUE --all [--older-than 1h] [--outcome 'HTTP 401'] [--host api.partner.com]
+
+            --rewrite-url OLD=NEW sends them to a new address: a dead letter whose URL starts with \
+            OLD goes back with that prefix replaced by NEW (method, headers, body and idempotency key \
+            kept). With --dead QUEUE --all it selects those that start with OLD and leaves the rest \
+            dead; a given ID that does not start with OLD is refused.
+            """
     )
     @ParentCommand var root: BrickQueue
 
@@ -159,9 +166,14 @@ struct Retry: AsyncParsableCommand {
     @Flag(help: "With --dead: every dead letter of the queue.") var all = false
     @OptionGroup var selection: DeadLetterSelection
     @Flag(name: .customLong("dry-run"), help: "Say what would be put back (and how many), change nothing.") var dryRun = false
+    @Option(name: .customLong("rewrite-url"), help: ArgumentHelp("Send them to a new address: a URL prefix and its replacement.", valueName: "old=new"))
+    var rewriteURL: String?
 
     func validate() throws {
         if ids.isEmpty == (dead == nil) { throw ValidationError("give dead letters' IDs, or --dead QUEUE --all") }
+        if let rewriteURL {
+            do { _ = try URLRewrite(parsing: rewriteURL) } catch { throw ValidationError("--rewrite-url: \(error.message)") }
+        }
         if dead != nil && !all { throw ValidationError("--dead QUEUE needs --all (every dead letter of the queue)") }
         if selection.isNarrowing && dead == nil {
             throw ValidationError("--older-than, --outcome and --host go with --dead QUEUE --all")
@@ -173,44 +185,77 @@ struct Retry: AsyncParsableCommand {
         let now = Date()
         let ids = self.ids.compactMap(UUID.init(uuidString:))
         let (queue, selection, dryRun) = (dead, self.selection, self.dryRun)
-        let (retried, refused) = try await root.withStore(changing: !dryRun) { store -> ([UUID], [String]) in
-            var retried: [UUID] = []
-            var refused: [String] = []
+        let rewrite = try rewriteURL.map { try URLRewrite(parsing: $0) }
+        let outcome = try await root.withStore(changing: !dryRun) { store -> RetryOutcome in
+            var outcome = RetryOutcome()
             if let queue {
                 for entry in try await store.deadLetters(queue: queue) where selection.selects(entry, now: now) {
-                    if !dryRun { try await store.retryDeadLetter(entry.id, now: now) }
-                    retried.append(entry.id)
+                    if let rewrite, (try? entry.queuedRequest()).flatMap({ rewrite.rewritten($0.url) }) == nil {
+                        outcome.leftDead += 1
+                        continue
+                    }
+                    try await outcome.retry(entry, rewrite: rewrite, in: store, dryRun: dryRun, now: now)
                 }
-                return (retried, refused)
+                return outcome
             }
             for id in ids {
-                if dryRun {
-                    let entry = try await Lookup.entry(id, in: store)
-                    if entry?.deadLetter != nil {
-                        retried.append(id)
-                    } else {
-                        refused.append(entry == nil ? "no entry \(id)" : "\(id) is pending, not a dead letter: its queue retries it")
-                    }
+                let entry = try await Lookup.entry(id, in: store)
+                guard let entry, entry.deadLetter != nil else {
+                    outcome.refused.append(entry == nil ? "no entry \(id)" : "\(id) is pending, not a dead letter: its queue retries it")
                     continue
                 }
                 do {
-                    try await store.retryDeadLetter(id, now: now)
-                    retried.append(id)
+                    try await outcome.retry(entry, rewrite: rewrite, in: store, dryRun: dryRun, now: now)
+                } catch let error as BrickError {
+                    outcome.refused.append("\(id): \(error.message)")
                 } catch let error as OfflineStoreError where error.kind == .notFound {
-                    let pending = try await Lookup.entry(id, in: store)
-                    refused.append(pending == nil ? "no entry \(id)" : "\(id) is pending, not a dead letter: its queue retries it")
+                    outcome.refused.append("\(id) is no longer a dead letter (retried or removed meanwhile)")
                 }
             }
-            return (retried, refused)
+            return outcome
         }
+        let retried = outcome.retried
         if root.json {
-            for id in retried { Output.line(dryRun ? ["id": id.uuidString, "wouldRetry": true] : ["id": id.uuidString, "retried": true]) }
+            for (id, url) in retried {
+                var line: [String: Any] = dryRun ? ["id": id.uuidString, "wouldRetry": true] : ["id": id.uuidString, "retried": true]
+                if let url { line["url"] = url }
+                Output.line(line)
+            }
         } else if dryRun {
-            print("dry run: \(retried.count) dead letter\(retried.count == 1 ? "" : "s") would go back to pending; nothing changed")
+            print("dry run: \(retried.count) dead letter\(retried.count == 1 ? "" : "s") would go back to pending\(rewrite.map { " at \($0.replacement)…" } ?? ""); nothing changed")
         } else {
-            print(retried.isEmpty ? "no dead letter retried" : "\(retried.count) dead letter\(retried.count == 1 ? "" : "s") back to pending, due now")
+            print(retried.isEmpty ? "no dead letter retried" : "\(retried.count) dead letter\(retried.count == 1 ? "" : "s") back to pending, due now\(rewrite.map { " at \($0.replacement)…" } ?? "")")
         }
-        if !refused.isEmpty { throw Refusal(refused.joined(separator: "; ")) }
+        if outcome.leftDead > 0, let rewrite {
+            let count = outcome.leftDead
+            FileHandle.standardError.write(Data("\(count) dead letter\(count == 1 ? "" : "s") of the selection left dead: \(count == 1 ? "its URL does" : "their URLs do") not start with \(rewrite.prefix)\n".utf8))
+        }
+        if !outcome.refused.isEmpty { throw Refusal(outcome.refused.joined(separator: "; ")) }
+    }
+}
+
+/// What `retry` did (or would do): the entries put back (with their new URL, redacted, when
+/// rewritten), those a rewrite's prefix left dead, the refusals.
+struct RetryOutcome: Sendable {
+    var retried: [(UUID, String?)] = []
+    var leftDead = 0
+    var refused: [String] = []
+
+    mutating func retry(_ entry: OfflineEntry, rewrite: URLRewrite?, in store: any InspectableOfflineStore, dryRun: Bool, now: Date) async throws {
+        guard let rewrite else {
+            if !dryRun { try await store.retryDeadLetter(entry.id, now: now) }
+            retried.append((entry.id, nil))
+            return
+        }
+        // The rewritten request is checked before anything changes (a dry run checks it too).
+        let request = try entry.queuedRequest()
+        guard let url = rewrite.rewritten(request.url) else {
+            throw BrickError(.invalidRequest, message: "\(request.redactedURL) does not start with \(rewrite.prefix)")
+        }
+        let shown = (try? TransportRequest(method: request.method, url: url))?.redactedURL
+        guard let shown else { throw BrickError(.invalidRequest, message: "\(url) is not a URL") }
+        if !dryRun { _ = try await store.retryDeadLetter(entry.id, rewritingURL: rewrite, now: now) }
+        retried.append((entry.id, shown))
     }
 }
 
