@@ -104,9 +104,12 @@ def main():
     parser.add_argument("--output", default=os.path.join(here, ".build", "brickrequest-docs") if consumer else os.path.join(ROOT, ".build", "docs"))
     parser.add_argument("--static-hosting", action="store_true")
     parser.add_argument("--preview", metavar="PRODUCT")
+    parser.add_argument("--products", metavar="A,B", help="only these products (default: every one built)")
     arguments = parser.parse_args()
     flags = doc_snippets.include_flags(arguments.build_dir)
     products = {arguments.preview: PRODUCTS[arguments.preview]} if arguments.preview else PRODUCTS
+    if arguments.products:
+        products = {name: PRODUCTS[name] for name in arguments.products.split(",")}
     # A package that depends on BrickRequest builds some products, not all: those are documented.
     modules = os.path.join(arguments.build_dir, "Modules")
     built = {module: reexported for module, reexported in products.items()
@@ -130,7 +133,7 @@ def main():
     if failed:
         print(f"build-docs: warnings or errors in {', '.join(failed)}")
         return 1
-    print(f"build-docs: {len(products)} products documented in {arguments.output}, no warning"
+    print(f"build-docs: {len(products)} product{'' if len(products) == 1 else 's'} documented in {arguments.output}, no warning"
           + (f"; not built here, skipped: {', '.join(skipped)}" if skipped else ""))
     return 0
 
