@@ -68,7 +68,7 @@ start)
     printf '%s\n' "$password" >"$dir/password"
     [ "$(id -u)" -eq 0 ] && chown postgres: "$dir/password"
     as_owner "$bin/initdb" -D "$dir/data" -U postgres --auth-local=trust --auth-host=scram-sha-256 \
-        --pwfile="$dir/password" -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
+        --pwfile="$dir/password" -E UTF8 --locale=C.UTF-8 --no-sync >"$dir/initdb.log" 2>&1 \
         || { cat "$dir/initdb.log" >&2; exit 1; }
     cat >>"$dir/data/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'

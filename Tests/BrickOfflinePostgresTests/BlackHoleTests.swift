@@ -56,7 +56,7 @@ struct BlackHoleTests {
     @Test("worker A's connection goes silent mid-drain: it claims nothing more, worker B takes its entries over after the lease, A's late completions are refused by fencing; nothing lost, duplicates at most what A had in flight")
     func partitionedWorker() async throws {
         try await withServer { server in
-            let fixture = try PostgresFixture.server()
+            let fixture = try await PostgresFixture.server()
             let port = fixture.port
             let proxy = try await Subprocess.offPool { try BlackHoleProxy(to: port) }
             defer { proxy.heal() }

@@ -28,7 +28,8 @@ final class FleetWorker: Sendable {
         pollOnly: Bool = false,
         server: PostgresFixture? = nil
     ) throws {
-        let server = try server ?? PostgresFixture.server()
+        // Inside withFleetStore, which started the shared server if it was not running yet.
+        let server = try server ?? PostgresFixture.running()
         output = NSTemporaryDirectory() + "brick-fleet-worker-" + UUID().uuidString + ".log"
         let environment = server.environment.map { "\($0.key)='\($0.value)'" }.sorted().joined(separator: " ")
         pid = try Subprocess.spawn(
@@ -90,12 +91,18 @@ func addEntries(
     return ids
 }
 
+/// `server`, or the shared private server.
+func fixture(_ server: PostgresFixture?) async throws -> PostgresFixture {
+    if let server { return server }
+    return try await PostgresFixture.server()
+}
+
 /// A store on a fresh schema of the private server (or of `server`), for the test process.
 func withFleetStore<T>(
     server: PostgresFixture? = nil,
     _ body: (PostgresOfflineStore, RunningClient) async throws -> T
 ) async throws -> T {
-    let client = RunningClient(try (server ?? PostgresFixture.server()).configuration())
+    let client = RunningClient(try await fixture(server).configuration())
     defer { client.shutdown() }
     let store = try await PostgresOfflineStore(
         client: client.client,
@@ -326,7 +333,7 @@ struct FleetTests {
     @Test("the database restarts mid-run: workers reconnect on their own and nothing is lost")
     func databaseRestart() async throws {
         // A server of its own: restarting the shared one would cut the tests running beside this one.
-        let database = try PostgresFixture.startPrivate()
+        let database = try await PostgresFixture.startPrivate()
         defer { database.stop() }
         try await withServer { server in
             try await withFleetStore(server: database) { store, _ in
@@ -336,7 +343,7 @@ struct FleetTests {
                 for worker in workers { await worker.ready() }
                 _ = try await addEntries(1000, to: store, queue: "restart", url: { server.baseURL + "/delay/0.01?n=\($0)" })
                 await eventually { server.requests(path: "/delay/0.01").count >= 100 }
-                try database.restart()
+                try await database.restart()
                 let done = try await drained(store, queue: "restart")
                 #expect(done)
                 if !done {

@@ -99,7 +99,7 @@ struct PostgresConfigurationTests {
 
     @Test("a wrong password fails with a clear error, and neither the error nor the logs hold the password")
     func wrongPassword() async throws {
-        let server = try PostgresFixture.server()
+        let server = try await PostgresFixture.server()
         let logs = CapturedLogs()
         let secret = "not-the-password-\(UUID().uuidString)"
         var configuration = server.configuration()
@@ -127,7 +127,7 @@ struct PostgresConfigurationTests {
     @Test("a store's description names its schema and worker, not its connection")
     func description() async throws {
         try await withFleetStore { store, _ in
-            let server = try PostgresFixture.server()
+            let server = try await PostgresFixture.server()
             #expect("\(store)".contains(store.schema))
             #expect(!"\(store)".contains(server.password))
             #expect(!String(reflecting: store).contains(server.password))
@@ -136,7 +136,7 @@ struct PostgresConfigurationTests {
 
     @Test("sslmode=require against a server without TLS is refused, not sent in clear; the client's log says why")
     func tlsRequired() async throws {
-        let server = try PostgresFixture.server()
+        let server = try await PostgresFixture.server()
         var environment = server.environment
         environment["PGSSLMODE"] = "require"
         var configuration = try PostgresOfflineStore.clientConfiguration(environment: environment)

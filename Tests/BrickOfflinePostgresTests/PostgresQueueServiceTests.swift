@@ -22,7 +22,7 @@ struct PostgresQueueServiceTests {
     func group() async throws {
         try await withServer { server in
             let schema = PostgresFixture.freshSchema()
-            let client = PostgresClient(configuration: try PostgresFixture.server().configuration(), backgroundLogger: logger)
+            let client = PostgresClient(configuration: try await PostgresFixture.server().configuration(), backgroundLogger: logger)
             let service = PostgresQueueService(client: client, schema: schema, startupDeadline: PostgresFixture.startupDeadline) { store in
                 PersistentRequestQueue(name: "outbox", store: store, session: Session(), retryInterval: .milliseconds(100), simultaneousRequestCap: 4)
             }
@@ -68,7 +68,7 @@ struct PostgresQueueServiceTests {
 
     @Test("a store that cannot open: queue() throws what opening threw, and so does the group")
     func openingFails() async throws {
-        let client = PostgresClient(configuration: try PostgresFixture.server().configuration(), backgroundLogger: logger)
+        let client = PostgresClient(configuration: try await PostgresFixture.server().configuration(), backgroundLogger: logger)
         let service = PostgresQueueService(client: client, schema: "Not A Schema") { store in
             PersistentRequestQueue(name: "never", store: store)
         }

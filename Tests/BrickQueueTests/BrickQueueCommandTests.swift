@@ -43,7 +43,7 @@ struct BrickQueueCommandTests {
 
     /// A fresh store in a schema of its own on the fixture's server, and the client it runs on.
     static func postgresStore() async throws -> (PostgresFixture, RunningClient, String, PostgresOfflineStore) {
-        let fixture = try PostgresFixture.server()
+        let fixture = try await PostgresFixture.server()
         let running = RunningClient(fixture.configuration())
         let schema = PostgresFixture.freshSchema()
         do {

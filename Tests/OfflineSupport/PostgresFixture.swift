@@ -24,14 +24,29 @@ package final class PostgresFixture: Sendable {
         package var description: String { message }
     }
 
-    package static let shared: Result<PostgresFixture, FixtureError> = Result { try PostgresFixture() }.mapError {
-        $0 as? FixtureError ?? FixtureError(message: "\($0)")
+    /// The shared server's start, begun by the first test that asks. It runs on a thread of its
+    /// own (initdb and pg_ctl take seconds, a minute on a loaded machine): a lazily made static
+    /// started on a cooperative-pool thread blocked that thread for the whole start, and every
+    /// other test asking for it blocked another one in the static's lock — with two pool threads,
+    /// the whole pool stalled for as long as PostgreSQL took to start.
+    private static let shared = Mutex<Task<PostgresFixture, any Error>?>(nil)
+
+    /// The shared server once a test has awaited ``server()``.
+    private static let started = Mutex<PostgresFixture?>(nil)
+
+    /// The shared server, already started (by an earlier ``server()`` in the same test); an error
+    /// otherwise. For code that cannot wait.
+    package static func running() throws -> PostgresFixture {
+        guard let server = started.withLock({ $0 }) else {
+            throw FixtureError(message: "the shared PostgreSQL is not started yet: await PostgresFixture.server() first")
+        }
+        return server
     }
 
     /// A server of its own, for a test that restarts it (the shared one serves tests running in
     /// parallel); ``stop()`` it at the end (its watchdog stops it anyway when this process ends).
-    package static func startPrivate() throws -> PostgresFixture {
-        try PostgresFixture()
+    package static func startPrivate() async throws -> PostgresFixture {
+        try await Subprocess.offPool { try PostgresFixture() }
     }
 
     /// Stops the server and removes its directory.
@@ -39,9 +54,22 @@ package final class PostgresFixture: Sendable {
         _ = try? Self.run(Self.script, ["stop", directory])
     }
 
-    /// The shared server, or a test failure that says why there is none.
-    package static func server() throws -> PostgresFixture {
-        try shared.get()
+    /// The shared server, or a test failure that says why there is none. Waiting for its start
+    /// holds no thread.
+    package static func server() async throws -> PostgresFixture {
+        let start = shared.withLock { start in
+            if let start { return start }
+            let made = Task { try await Subprocess.offPool { try PostgresFixture() } }
+            start = made
+            return made
+        }
+        do {
+            let server = try await start.value
+            started.withLock { $0 = server }
+            return server
+        } catch {
+            throw error as? FixtureError ?? FixtureError(message: "\(error)")
+        }
     }
 
     package static var script: String {
@@ -84,9 +112,10 @@ package final class PostgresFixture: Sendable {
         return configuration
     }
 
-    /// `pg_ctl restart` of the server (same port, same data).
-    package func restart() throws {
-        let output = try Self.run(Self.script, ["restart", directory])
+    /// `pg_ctl restart` of the server (same port, same data), on a thread of its own.
+    package func restart() async throws {
+        let directory = self.directory
+        let output = try await Subprocess.offPool { try Self.run(Self.script, ["restart", directory]) }
         guard output.status == 0 else { throw FixtureError(message: "restart failed: \(output.text)") }
     }
 

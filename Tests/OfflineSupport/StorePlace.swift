@@ -57,7 +57,7 @@ package final class StorePlace: Sendable {
         case .sqlite:
             return try await SQLiteOfflineStore.open(name: name, directory: directory)
         case .postgres:
-            let client = RunningClient(try PostgresFixture.server().configuration())
+            let client = RunningClient(try await PostgresFixture.server().configuration())
             clients.withLock { $0.append(client) }
             return try await PostgresOfflineStore(
                 client: client.client, schema: schema, leaseDuration: leaseDuration, wakeUps: wakeUps,
