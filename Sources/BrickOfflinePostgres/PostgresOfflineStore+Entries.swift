@@ -179,6 +179,29 @@ extension PostgresOfflineStore {
         try await extend(id, lease: lease, seconds: max(0, duration.seconds))
     }
 
+    /// Every lease still held extended `duration` past the database's clock, in one statement.
+    public func extend(leases: [OfflineEntry.ID: UUID], for duration: Duration, now: Date) async throws -> Set<OfflineEntry.ID> {
+        guard !leases.isEmpty else { return [] }
+        let ids = Array(leases.keys)
+        let tokens = ids.map { leases[$0]! }
+        let seconds = max(0, duration.seconds)
+        let kept = try await run("extend leases") { [self] in
+            var kept: Set<OfflineEntry.ID> = []
+            let rows = try await client.query(
+                """
+                UPDATE \(unescaped: schema).entry e
+                SET lease_expires_at = clock_timestamp() + make_interval(secs => \(seconds))
+                FROM unnest(\(ids)::uuid[], \(tokens)::uuid[]) AS l(id, token)
+                WHERE e.id = l.id AND e.lease_token = l.token RETURNING e.id
+                """,
+                logger: logger
+            )
+            for try await id in rows.decode(UUID.self) { kept.insert(id) }
+            return kept
+        }
+        return Set(ids).subtracting(kept)
+    }
+
     private func extend(_ id: OfflineEntry.ID, lease: UUID, seconds: Double) async throws -> Bool {
         try await run("extend a lease") { [self] in
             try await changed(

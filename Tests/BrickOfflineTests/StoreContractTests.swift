@@ -298,6 +298,28 @@ struct StoreContractTests {
         }
     }
 
+    @Test("extend(leases:) extends every lease still held, in one call, and names the ones lost", arguments: StoreKind.allCases)
+    func extendMany(kind: StoreKind) async throws {
+        try await withStorePlace(kind) { place in
+            let store = try await place.open("q")
+            _ = try await store.add(Self.drafts(3), dedupe: .reject)
+            let now = Date()
+            let leased = try await store.lease(queue: "q", limit: 3, now: now, for: .seconds(30))
+            #expect(leased.count == 3)
+            var leases = Dictionary(uniqueKeysWithValues: leased.compactMap { entry in entry.lease.map { (entry.id, $0.token) } })
+            leases[leased[2].id] = UUID()  // a token it does not hold: a lease lost
+            #expect(try await store.extend(leases: leases, for: .seconds(3600), now: now) == [leased[2].id])
+            let expiries = Dictionary(uniqueKeysWithValues: try await store.list(queue: "q").compactMap { entry in
+                entry.lease.map { (entry.id, $0.expiresAt) }
+            })
+            for entry in leased.prefix(2) {
+                #expect(try #require(expiries[entry.id]) > now.addingTimeInterval(3000), "extended to an hour")
+            }
+            #expect(try #require(expiries[leased[2].id]) < now.addingTimeInterval(60), "the lost one is left as it was")
+            #expect(try await store.extend(leases: [:], for: .seconds(60), now: now).isEmpty)
+        }
+    }
+
     @Test("a dead letter retried with its payload replaced: only while its payload is the one read (else nothing changes); then pending, due, attempts from zero, with the new payload", arguments: StoreKind.allCases)
     func retryReplacingPayload(kind: StoreKind) async throws {
         try await withStorePlace(kind) { place in

@@ -80,12 +80,10 @@ extension ManagerCore {
             }
         )
         // The lease is kept while the attempt runs, however long its heartbeats let it.
-        let keeper = LeaseKeeper.keep(
+        let keeper = leaseKeeper.keep(
             id,
-            token: { [weak self] in self?.loop.lease(of: id) },
-            store: store,
             duration: leaseDuration,
-            now: { [time] in time.now() },
+            token: { [weak self] in self?.loop.lease(of: id) },
             report: { [weak self] (failure: String) in self?.report(failure) }
         )
         let outcome = await attempt(request, context: context, id: id)

@@ -69,6 +69,8 @@ final class ManagerCore: Sendable {
     /// The loop's clock: the session's, so a `ManualClock` drives time limits and pauses in tests.
     let time: LoopTime
     var leaseDuration: Duration { settings.withLock { $0.leaseDuration } ?? store.leaseDuration }
+    /// Keeps the leases of the attempts running here, all in one store call a round.
+    let leaseKeeper: LeaseKeeper
 
     init(name: String, store: any OfflineStore, session: Session, logger: Logger?) {
         self.name = name
@@ -79,6 +81,7 @@ final class ManagerCore: Sendable {
         self.session = session
         self.time = LoopTime(clock: session.clock)
         self.loop = DeliveryLoop(session: session, time: time, headOfLineAtCapOne: true)
+        self.leaseKeeper = LeaseKeeper(store: store, now: { [time] in time.now() })
     }
 
     func now() -> Date { time.now() }

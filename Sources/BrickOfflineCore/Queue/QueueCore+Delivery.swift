@@ -24,12 +24,10 @@ extension QueueCore {
             return
         }
         // Keep the lease while the request runs, so that it is never leased again under it.
-        let keeper = LeaseKeeper.keep(
+        let keeper = leaseKeeper.keep(
             entry.id,
-            token: { [weak self] in self?.loop.lease(of: entry.id) },
-            store: store,
             duration: leaseDuration,
-            now: { [time] in time.now() },
+            token: { [weak self] in self?.loop.lease(of: entry.id) },
             report: { [weak self] (description: String) in self?.report(storeFailure: description) }
         )
         let (outcome, response) = await send(stored, idempotencyKey: entry.idempotencyKey, attemptsBefore: entry.attempts)

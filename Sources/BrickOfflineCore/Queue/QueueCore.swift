@@ -59,6 +59,8 @@ final class QueueCore: Sendable {
     let time: LoopTime
     let state = Lock(State())
     let loop: DeliveryLoop
+    /// Keeps the leases of the attempts running here, all in one store call a round.
+    let leaseKeeper: LeaseKeeper
     /// How many times the loop went idle (``LoopSignal/idleCount``): a barrier for tests.
     var idleCount: Int { loop.idleCount }
     /// Whether the delivery loop takes entries now.
@@ -90,6 +92,7 @@ final class QueueCore: Sendable {
         self.cap = max(1, cap)
         self.time = LoopTime(clock: session.clock)
         self.loop = DeliveryLoop(session: session, time: time)
+        self.leaseKeeper = LeaseKeeper(store: store, now: { [time] in time.now() })
     }
 
     func now() -> Date { time.now() }

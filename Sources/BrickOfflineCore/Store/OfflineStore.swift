@@ -43,6 +43,11 @@ public protocol OfflineStore: Sendable {
     /// a clock of its own (PostgreSQL: the database's) takes only the length. Default:
     /// ``extend(_:lease:until:)`` at `now + duration`. What queues and managers call.
     func extend(_ id: OfflineEntry.ID, lease: UUID, for duration: Duration, now: Date) async throws -> Bool
+    /// Extends every lease of `leases` (entry → its lease token) that is still held, as
+    /// ``extend(_:lease:for:now:)`` does, in one statement where the store can: what a queue's or
+    /// manager's lease keeper sends for all its running attempts at once. Returns the entries
+    /// whose lease was lost. Default: ``extend(_:lease:for:now:)`` for each.
+    func extend(leases: [OfflineEntry.ID: UUID], for duration: Duration, now: Date) async throws -> Set<OfflineEntry.ID>
     /// Removes a delivered entry; returns `false` when the lease was lost (another worker has it).
     @discardableResult
     func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool
@@ -117,6 +122,15 @@ extension OfflineStore {
     /// ``extend(_:lease:until:)`` at `now + duration`: leases dated on the caller's clock.
     public func extend(_ id: OfflineEntry.ID, lease: UUID, for duration: Duration, now: Date) async throws -> Bool {
         try await extend(id, lease: lease, until: now.addingTimeInterval(duration.seconds))
+    }
+
+    /// ``extend(_:lease:for:now:)`` for each lease, one after the other.
+    public func extend(leases: [OfflineEntry.ID: UUID], for duration: Duration, now: Date) async throws -> Set<OfflineEntry.ID> {
+        var lost: Set<OfflineEntry.ID> = []
+        for (id, lease) in leases where try await !extend(id, lease: lease, for: duration, now: now) {
+            lost.insert(id)
+        }
+        return lost
     }
 
     /// 300 s: a store of one process hands leases back when it opens.

@@ -2,10 +2,12 @@ import BrickRequest
 import Foundation
 import Synchronization
 
-/// Keeps an entry's lease while its attempt runs, for the queue and the manager alike: every third
-/// of the lease's length it is extended to a whole length from now, so that an attempt that runs
-/// long (a slow server, heartbeats, a long time limit) is never leased again under it — by another
-/// worker sharing the store, or by this process's own loop.
+/// Keeps the leases of a queue's (or a manager's) running attempts: every third of the lease's
+/// length, all of them are extended to a whole length from now in one store call
+/// (``OfflineStore/extend(leases:for:now:)``: one statement on PostgreSQL), so that an attempt that
+/// runs long (a slow server, heartbeats, a long time limit) is never leased again under it — by
+/// another worker sharing the store, or by this process's own loop. One keeper per queue: an
+/// attempt adds its entry and removes it when its outcome is written (no task or timer of its own).
 ///
 /// It sleeps on real time, not on the session's clock: a test's manual clock must see only the
 /// pauses the queue makes itself. The expiries it asks for are dates on the loop's own clock
@@ -14,7 +16,7 @@ import Synchronization
 /// lease, which the loop then leased again under the running attempt (a duplicate delivery), and a
 /// step forward of a day kept a dead process's lease for a day. (A PostgreSQL store takes only the
 /// length from it and dates the lease by the database's clock.)
-enum LeaseKeeper {
+final class LeaseKeeper: Sendable {
     /// A lease being kept. The attempt calls ``settle()`` before it writes its outcome and
     /// ``stop()`` once that write returned: the lease is kept through the write, so that a slow
     /// write (a busy database) never lets it lapse and the entry be leased again — a second
@@ -22,60 +24,98 @@ enum LeaseKeeper {
     /// being written is that write settling the lease (the entry completed or rescheduled), not a
     /// loss: it is not reported.
     struct Running: Sendable {
-        fileprivate let task: Task<Void, Never>
-        fileprivate let settling: Flag
+        fileprivate let keeper: LeaseKeeper
+        fileprivate let id: OfflineEntry.ID
 
         /// The attempt's outcome is about to be written.
-        func settle() { settling.set() }
+        func settle() { keeper.state.withLock { $0.kept[id]?.settling = true } }
         /// The outcome is written (or the attempt was abandoned): no more extensions.
-        func stop() { task.cancel() }
+        func stop() { keeper.state.withLock { _ = $0.kept.removeValue(forKey: id) } }
     }
 
-    /// A flag set once, read by the keeper's task.
-    final class Flag: Sendable {
-        private let value = Atomic<Bool>(false)
-        func set() { value.store(true, ordering: .releasing) }
-        var isSet: Bool { value.load(ordering: .acquiring) }
+    private struct Kept {
+        let token: @Sendable () -> UUID?
+        let duration: Duration
+        let report: @Sendable (String) -> Void
+        var settling = false
     }
 
-    /// Starts keeping the lease of entry `id`: ``Running/settle()`` before the attempt's outcome is
-    /// written, ``Running/stop()`` after.
+    private struct State {
+        var kept: [OfflineEntry.ID: Kept] = [:]
+        /// The task extending them, while any is kept.
+        var running = false
+    }
+
+    private let store: any OfflineStore
+    private let now: @Sendable () -> Date
+    private let state = Mutex(State())
+
+    /// A keeper of leases in `store`.
+    ///
+    /// - Parameters:
+    ///   - store: Where the leases live.
+    ///   - now: The loop's clock, which the store's leases are judged by.
+    init(store: any OfflineStore, now: @escaping @Sendable () -> Date) {
+        self.store = store
+        self.now = now
+    }
+
+    /// Starts keeping the lease of entry `id`: ``Running/settle()`` before the attempt's outcome
+    /// is written, ``Running/stop()`` after.
     ///
     /// - Parameters:
     ///   - id: The entry.
+    ///   - duration: The lease's length (a round extends by the shortest kept).
     ///   - token: The lease's token now (the manager's attempt may adopt a newer one).
-    ///   - store: Where the lease lives.
-    ///   - duration: The lease's length.
-    ///   - now: The loop's clock, which the store's leases are judged by.
     ///   - report: Told when an extension fails, or the lease turns out to be lost.
-    static func keep(
+    func keep(
         _ id: OfflineEntry.ID,
-        token: @escaping @Sendable () -> UUID?,
-        store: any OfflineStore,
         duration: Duration,
-        now: @escaping @Sendable () -> Date,
+        token: @escaping @Sendable () -> UUID?,
         report: @escaping @Sendable (String) -> Void
     ) -> Running {
-        let settling = Flag()
-        let task = Task {
-            while !Task.isCancelled {
-                do { try await Task.sleep(for: duration / 3) } catch { return }
-                guard let lease = token() else { return }
-                do {
-                    if try await !store.extend(id, lease: lease, for: duration, now: now()) {
-                        // The attempt's own write settled the lease meanwhile (it reports a loss).
-                        if Task.isCancelled || settling.isSet { return }
-                        report("the lease of \(id) was lost while its attempt ran")
-                        return
-                    }
-                } catch {
-                    // Stopped, or settling, while an extension was under way: nothing failed (the
-                    // attempt's own write settles the lease).
-                    if Task.isCancelled || settling.isSet { return }
-                    report("cannot extend the lease of \(id): \(error)")
+        let start = state.withLock { state in
+            state.kept[id] = Kept(token: token, duration: duration, report: report)
+            defer { state.running = true }
+            return !state.running
+        }
+        if start { Task { await self.extendWhileKept() } }
+        return Running(keeper: self, id: id)
+    }
+
+    /// Every third of a lease's length, extends every kept lease; ends when none is kept.
+    private func extendWhileKept() async {
+        var length = state.withLock { $0.kept.values.map(\.duration).min() } ?? .seconds(300)
+        while true {
+            try? await Task.sleep(for: length / 3)
+            let kept = state.withLock { state -> [OfflineEntry.ID: Kept] in
+                if state.kept.isEmpty { state.running = false }
+                return state.kept
+            }
+            guard let shortest = kept.values.map(\.duration).min() else { return }
+            length = shortest
+            // Settling ones too: a lease is kept through its outcome's write.
+            var leases: [OfflineEntry.ID: UUID] = [:]
+            for (id, entry) in kept {
+                if let token = entry.token() { leases[id] = token }
+            }
+            do {
+                let lost = try await store.extend(leases: leases, for: length, now: now())
+                for id in lost.sorted(by: { $0.uuidString < $1.uuidString }) where stillKept(id) {
+                    // The attempt's own write did not settle it: it was lost under the attempt.
+                    kept[id]?.report("the lease of \(id) was lost while its attempt ran")
+                }
+            } catch {
+                // Attempts that stopped or began settling meanwhile have nothing to report.
+                if let id = leases.keys.first(where: stillKept) {
+                    kept[id]?.report("cannot extend the leases of \(leases.count) running attempt(s): \(error)")
                 }
             }
         }
-        return Running(task: task, settling: settling)
+    }
+
+    /// Whether `id` is still kept and its outcome not yet being written.
+    private func stillKept(_ id: OfflineEntry.ID) -> Bool {
+        state.withLock { $0.kept[id].map { !$0.settling } ?? false }
     }
 }

@@ -309,6 +309,23 @@ extension SQLiteOfflineStore {
         }
     }
 
+    /// Every lease still held extended to `now + duration`, in one transaction.
+    public func extend(leases: [OfflineEntry.ID: UUID], for duration: Duration, now: Date) async throws -> Set<OfflineEntry.ID> {
+        guard !leases.isEmpty else { return [] }
+        let expiry = now.addingTimeInterval(duration.seconds).timeIntervalSince1970
+        return try await write("extend leases") { db in
+            var lost: Set<OfflineEntry.ID> = []
+            for (id, lease) in leases {
+                try db.execute(
+                    sql: "UPDATE entry SET leaseExpiresAt = ? WHERE id = ? AND leaseToken = ?",
+                    arguments: [expiry, id.uuidString, lease.uuidString]
+                )
+                if db.changesCount != 1 { lost.insert(id) }
+            }
+            return lost
+        }
+    }
+
     public func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool {
         try await writeOutcome("remove a delivered entry") { [self] db in
             try count(delivered: true, id: id, lease: lease, in: db)
