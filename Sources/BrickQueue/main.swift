@@ -1,6 +1,9 @@
 // brick-queue: the operator's command line over a SQLite store file (BrickOffline's
 // `SQLiteOfflineStore`). It builds GRDB and never postgres-nio: a fleet on PostgreSQL has
-// `brick-queue-postgres`, the same commands over its database.
+// `brick-queue-postgres`, the same commands over its database. Given a PostgreSQL store
+// (`--postgres URL`, or no `--sqlite`), it hands over to `brick-queue-postgres` when that tool was
+// built beside it (a whole `swift build` of this package), so `brick-queue --postgres …` works as
+// it always did; otherwise it says how to build it.
 //
 //   brick-queue --sqlite /var/lib/app/offline.sqlite status
 //   brick-queue --sqlite /var/lib/app/offline.sqlite retry --dead webhooks --all --dry-run
@@ -18,12 +21,26 @@ struct SQLiteStoreOpener: StoreOpener {
         _ location: StoreLocation, changing: Bool, _ body: (any InspectableOfflineStore) async throws -> T
     ) async throws -> T {
         guard case .sqlite(let path) = location else {
+            Self.handOverToPostgresTool()
             throw Refusal(
                 "this brick-queue reads SQLite store files: give --sqlite PATH. A PostgreSQL store is read by brick-queue-postgres (swift build --product brick-queue-postgres: the same commands, built with postgres-nio)"
             )
         }
         let store = try Self.sqliteStore(path, access: changing ? .change : .read)
         return try await body(store)
+    }
+
+    /// Runs `brick-queue-postgres` from this executable's directory in this process's place, with
+    /// the same arguments, when it is there; returns when it is not.
+    static func handOverToPostgresTool() {
+        guard let own = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return }
+        let sibling = URL(fileURLWithPath: own).deletingLastPathComponent().appendingPathComponent("brick-queue-postgres").path
+        guard FileManager.default.isExecutableFile(atPath: sibling) else { return }
+        let arguments = [sibling] + CommandLine.arguments.dropFirst()
+        var pointers = arguments.map { strdup($0) } + [nil]
+        execv(sibling, &pointers)
+        // execv returned: it failed; the refusal that follows says what to do.
+        for pointer in pointers { free(pointer) }
     }
 
     func mayChange(_ location: StoreLocation) -> Bool {

@@ -155,13 +155,18 @@ struct BrickQueueCommandTests {
             #expect(missing.output.contains("no store at"))
             let both = try await Self.brickQueue(["--sqlite", path, "--postgres", "postgres://x", "status"])
             #expect(both.status == 2, "\(both.output)")
-            // Each tool reads one kind of store and names the other for the rest.
-            let postgresHere = try await Self.brickQueue(["--postgres", "postgres://x", "status"], tool: "brick-queue")
-            #expect(postgresHere.status == 1)
-            #expect(postgresHere.output.contains("brick-queue-postgres"), "\(postgresHere.output)")
-            let noStore = try await Self.brickQueue(["status"], tool: "brick-queue")
-            #expect(noStore.status == 1)
-            #expect(noStore.output.contains("give --sqlite PATH"), "\(noStore.output)")
+            // Each tool reads one kind of store and names the other for the rest; brick-queue
+            // alone (built without brick-queue-postgres beside it) refuses PostgreSQL.
+            let alone = directory.appendingPathComponent("alone")
+            try FileManager.default.createDirectory(at: alone, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(
+                at: testProductsDirectory.appendingPathComponent("brick-queue"), to: alone.appendingPathComponent("brick-queue")
+            )
+            let postgresHere = try await Subprocess.run("'\(alone.path)/brick-queue' --postgres postgres://x status 2>&1; echo \"exit=$?\"")
+            #expect(postgresHere.hasSuffix("exit=1\n") || postgresHere.hasSuffix("exit=1"), "\(postgresHere)")
+            #expect(postgresHere.contains("swift build --product brick-queue-postgres"), "\(postgresHere)")
+            let noStore = try await Subprocess.run("'\(alone.path)/brick-queue' status 2>&1; true")
+            #expect(noStore.contains("give --sqlite PATH"), "\(noStore)")
             let sqliteThere = try await Self.brickQueue(["--sqlite", path, "status"], tool: "brick-queue-postgres")
             #expect(sqliteThere.status == 1)
             #expect(sqliteThere.output.contains("read by brick-queue "), "\(sqliteThere.output)")
@@ -408,6 +413,10 @@ struct BrickQueueCommandTests {
             #expect(retried.status == 0, "\(retried.output)")
             #expect(try await store.deadLetters(queue: "hooks").isEmpty)
             #expect(try await store.list(queue: "hooks").contains { $0.id == ids.dead })
+            // brick-queue, built beside brick-queue-postgres, hands a PostgreSQL store over to it.
+            let handedOver = try await Self.brickQueue(["--postgres", url, "--schema", schema, "--json", "status"], tool: "brick-queue")
+            #expect(handedOver.status == 0, "\(handedOver.output)")
+            #expect(handedOver.objects.first?["queue"] as? String == "hooks", "\(handedOver.output)")
 
             // A store of an older release is not migrated behind its workers' back.
             try await running.client.query("DELETE FROM \(unescaped: schema).migration WHERE version = 5", logger: Logger(label: "test"))

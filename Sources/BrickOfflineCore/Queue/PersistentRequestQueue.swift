@@ -258,6 +258,15 @@ public final class PersistentRequestQueue: Sendable {
         core.start(ignoringPauses: true)
     }
 
+    /// ``startProcessing()`` with `false`; ``retryPausedEntriesNow()`` with `true` — which spends an
+    /// attempt of every paused entry at once (not for a timer, nor for after each add). The two
+    /// names say which; this spelling is kept for code written against it.
+    ///
+    /// - Parameter ignoringPauseDates: Whether every paused entry is sent now.
+    public func startProcessing(ignoringPauseDates: Bool) {
+        core.start(ignoringPauses: ignoringPauseDates)
+    }
+
     /// Stops taking entries, for a graceful shutdown: the attempts under way may finish for up to
     /// `gracePeriod`; those still running then are cancelled and handed back (their leases
     /// released, no attempt counted), so that another worker sharing the store takes them at once.

@@ -29,8 +29,17 @@ final class LeaseKeeper: Sendable {
 
         /// The attempt's outcome is about to be written.
         func settle() { keeper.state.withLock { $0.kept[id]?.settling = true } }
-        /// The outcome is written (or the attempt was abandoned): no more extensions.
-        func stop() { keeper.state.withLock { _ = $0.kept.removeValue(forKey: id) } }
+        /// The outcome is written (or the attempt was abandoned): no more extensions. The last one
+        /// stopped ends the keeper's task (it holds the store: a closed queue's store must go).
+        func stop() {
+            keeper.state.withLock { state in
+                state.kept[id] = nil
+                if state.kept.isEmpty {
+                    state.task?.cancel()
+                    state.task = nil
+                }
+            }
+        }
     }
 
     private struct Kept {
@@ -43,7 +52,7 @@ final class LeaseKeeper: Sendable {
     private struct State {
         var kept: [OfflineEntry.ID: Kept] = [:]
         /// The task extending them, while any is kept.
-        var running = false
+        var task: Task<Void, Never>?
     }
 
     private let store: any OfflineStore
@@ -74,12 +83,12 @@ final class LeaseKeeper: Sendable {
         token: @escaping @Sendable () -> UUID?,
         report: @escaping @Sendable (String) -> Void
     ) -> Running {
-        let start = state.withLock { state in
+        state.withLock { state in
             state.kept[id] = Kept(token: token, duration: duration, report: report)
-            defer { state.running = true }
-            return !state.running
+            if state.task == nil {
+                state.task = Task { [weak self] in await self?.extendWhileKept() }
+            }
         }
-        if start { Task { await self.extendWhileKept() } }
         return Running(keeper: self, id: id)
     }
 
@@ -87,11 +96,9 @@ final class LeaseKeeper: Sendable {
     private func extendWhileKept() async {
         var length = state.withLock { $0.kept.values.map(\.duration).min() } ?? .seconds(300)
         while true {
-            try? await Task.sleep(for: length / 3)
-            let kept = state.withLock { state -> [OfflineEntry.ID: Kept] in
-                if state.kept.isEmpty { state.running = false }
-                return state.kept
-            }
+            // Cancelled when the last kept lease stops (a new keep starts a new task).
+            do { try await Task.sleep(for: length / 3) } catch { return }
+            let kept = state.withLock { $0.kept }
             guard let shortest = kept.values.map(\.duration).min() else { return }
             length = shortest
             // Settling ones too: a lease is kept through its outcome's write.
@@ -101,12 +108,14 @@ final class LeaseKeeper: Sendable {
             }
             do {
                 let lost = try await store.extend(leases: leases, for: length, now: now())
+                if Task.isCancelled { return }
                 for id in lost.sorted(by: { $0.uuidString < $1.uuidString }) where stillKept(id) {
                     // The attempt's own write did not settle it: it was lost under the attempt.
                     kept[id]?.report("the lease of \(id) was lost while its attempt ran")
                 }
             } catch {
                 // Attempts that stopped or began settling meanwhile have nothing to report.
+                if Task.isCancelled { return }
                 if let id = leases.keys.first(where: stillKept) {
                     kept[id]?.report("cannot extend the leases of \(leases.count) running attempt(s): \(error)")
                 }
