@@ -84,6 +84,12 @@ final class LeaseKeeper: Sendable {
         report: @escaping @Sendable (String) -> Void
     ) -> Running {
         state.withLock { state in
+            // A lease shorter than every one kept (a manager's length changed): its first round
+            // must come within a third of it, not after the running task's longer sleep.
+            if let shortest = state.kept.values.map(\.duration).min(), duration < shortest {
+                state.task?.cancel()
+                state.task = nil
+            }
             state.kept[id] = Kept(token: token, duration: duration, report: report)
             if state.task == nil {
                 state.task = Task { [weak self] in await self?.extendWhileKept() }
@@ -94,20 +100,19 @@ final class LeaseKeeper: Sendable {
 
     /// Every third of a lease's length, extends every kept lease; ends when none is kept.
     private func extendWhileKept() async {
-        var length = state.withLock { $0.kept.values.map(\.duration).min() } ?? .seconds(300)
         while true {
+            guard let length = state.withLock({ $0.kept.values.map(\.duration).min() }) else { return }
             // Cancelled when the last kept lease stops (a new keep starts a new task).
             do { try await Task.sleep(for: length / 3) } catch { return }
             let kept = state.withLock { $0.kept }
             guard let shortest = kept.values.map(\.duration).min() else { return }
-            length = shortest
             // Settling ones too: a lease is kept through its outcome's write.
             var leases: [OfflineEntry.ID: UUID] = [:]
             for (id, entry) in kept {
                 if let token = entry.token() { leases[id] = token }
             }
             do {
-                let lost = try await store.extend(leases: leases, for: length, now: now())
+                let lost = try await store.extend(leases: leases, for: shortest, now: now())
                 if Task.isCancelled { return }
                 for id in lost.sorted(by: { $0.uuidString < $1.uuidString }) where stillKept(id) {
                     // The attempt's own write did not settle it: it was lost under the attempt.
@@ -122,6 +127,9 @@ final class LeaseKeeper: Sendable {
             }
         }
     }
+
+    /// Whether no lease is kept and no task runs (for tests).
+    var isIdle: Bool { state.withLock { $0.kept.isEmpty && $0.task == nil } }
 
     /// Whether `id` is still kept and its outcome not yet being written.
     private func stillKept(_ id: OfflineEntry.ID) -> Bool {
