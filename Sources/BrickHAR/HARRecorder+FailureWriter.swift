@@ -30,7 +30,7 @@ extension HARRecorder {
         private let fails: @Sendable (Result<TransportResponse, TransportError>) -> Bool
         private let elapsed: @Sendable () -> Duration
         private let queue = DispatchQueue(label: "brick.har.failure-writer", qos: .utility)
-        private let state = Mutex(State())
+        private let state = Lock(State())
 
         private struct State {
             var lastWrite: Duration?

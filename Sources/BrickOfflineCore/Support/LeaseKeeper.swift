@@ -57,7 +57,7 @@ final class LeaseKeeper: Sendable {
 
     private let store: any OfflineStore
     private let now: @Sendable () -> Date
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     /// A keeper of leases in `store`.
     ///
