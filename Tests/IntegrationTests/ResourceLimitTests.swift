@@ -79,8 +79,10 @@ struct ResourceLimitTests {
         try #require(threads.count == 10 && threads.allSatisfy { $0 > 0 }, "\(output)")
         // After the first 20,000 (pools and caches warm), 80,000 more add less than 4 MiB...
         #expect(rss[9] - rss[1] < 4096, "RSS KiB every 10,000: \(rss)")
-        // ...and no thread.
-        #expect(threads[9] <= threads[1], "threads every 10,000: \(threads)")
+        // ...and no thread per request: a leak of one thread per 10,000 would add 8 by the end. A
+        // loaded machine may make the runtime start one or two more workers once (seen: 6 → 7
+        // with a second build beside the suite), which is not growth with the requests.
+        #expect(threads.max()! - threads[1] <= 2, "threads every 10,000: \(threads)")
         #expect(server.requestCount == 100_000)
     }
 
