@@ -1,3 +1,4 @@
+import BrickRequestCore
 import FoundationEssentials
 public import HTTPTypes
 
@@ -101,7 +102,7 @@ package struct ReplayProbe: Sendable, Hashable {
         guard let a = schemeAndHost(one), let b = schemeAndHost(other), a.scheme == b.scheme, a.host == b.host else {
             return false
         }
-        return a.host == "localhost" || a.host == "[::1]" || (a.host.hasPrefix("127.") && a.host.allSatisfy { $0.isNumber || $0 == "." })
+        return a.host == "localhost" || IPAddress(parsing: a.host)?.classify().kind == .loopback
     }
 
     init(_ exchange: HARExchange) {

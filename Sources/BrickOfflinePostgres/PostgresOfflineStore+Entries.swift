@@ -182,8 +182,7 @@ extension PostgresOfflineStore {
     /// Every lease still held extended `duration` past the database's clock, in one statement.
     public func extend(leases: [OfflineEntry.ID: UUID], for duration: Duration, now: Date) async throws -> Set<OfflineEntry.ID> {
         guard !leases.isEmpty else { return [] }
-        let ids = Array(leases.keys)
-        let tokens = ids.map { leases[$0]! }
+        let (ids, tokens) = (Array(leases.keys), Array(leases.values))
         let seconds = max(0, duration.seconds)
         let kept = try await run("extend leases") { [self] in
             var kept: Set<OfflineEntry.ID> = []
@@ -430,41 +429,36 @@ extension PostgresOfflineStore {
     }
 
     public func retryDeadLetter(_ id: OfflineEntry.ID, now: Date) async throws {
-        let moved = try await run("retry a dead letter") { [self] in
-            // Back at the end of its queue: a new sequence, attempts from zero, no expiry.
-            try await changed(
-                client.query(
-                    """
-                    WITH moved AS (
-                        UPDATE \(unescaped: schema).entry SET sequence = DEFAULT, dead_at = NULL, dead_reason = NULL,
-                            attempts = 0, not_before = \(now), paused_until = NULL, expires_at = NULL
-                        WHERE id = \(id) AND dead_at IS NOT NULL RETURNING queue)
-                    SELECT queue FROM moved
-                    """,
-                    logger: logger
-                )
-            )
-        }
-        if !moved { throw OfflineStoreError(.notFound, message: "no dead letter \(id)") }
+        try await retryDeadLetter(id, replacing: nil, now: now)
     }
 
     public func retryDeadLetter(_ id: OfflineEntry.ID, replacingPayload expected: Data, with payload: Data, now: Date) async throws {
-        let moved = try await run("retry a dead letter at a new URL") { [self] in
-            // As above, the payload replaced only while it is still the one read (compare and set).
+        try await retryDeadLetter(id, replacing: (expected, payload), now: now)
+    }
+
+    /// Back at the end of its queue: a new sequence, attempts from zero, no expiry; its payload
+    /// replaced when `replacing` says so, and only while it is still `expected` (compare and set).
+    private func retryDeadLetter(_ id: OfflineEntry.ID, replacing: (expected: Data, payload: Data)?, now: Date) async throws {
+        let (expected, payload) = (replacing?.expected, replacing?.payload)
+        let moved = try await run("retry a dead letter") { [self] in
             try await changed(
                 client.query(
                     """
                     WITH moved AS (
                         UPDATE \(unescaped: schema).entry SET sequence = DEFAULT, dead_at = NULL, dead_reason = NULL,
-                            attempts = 0, not_before = \(now), paused_until = NULL, expires_at = NULL, payload = \(payload)
-                        WHERE id = \(id) AND dead_at IS NOT NULL AND payload = \(expected) RETURNING queue)
+                            attempts = 0, not_before = \(now), paused_until = NULL, expires_at = NULL,
+                            payload = coalesce(\(payload)::bytea, payload)
+                        WHERE id = \(id) AND dead_at IS NOT NULL AND (\(expected)::bytea IS NULL OR payload = \(expected)::bytea)
+                        RETURNING queue)
                     SELECT queue FROM moved
                     """,
                     logger: logger
                 )
             )
         }
-        if !moved { throw OfflineStoreError(.notFound, message: "no dead letter \(id) (or it changed since it was read)") }
+        if !moved {
+            throw OfflineStoreError(.notFound, message: "no dead letter \(id)\(replacing == nil ? "" : " (or it changed since it was read)")")
+        }
     }
 
     public func remove(_ id: OfflineEntry.ID) async throws {

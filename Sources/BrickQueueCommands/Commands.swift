@@ -166,14 +166,17 @@ struct Retry: AsyncParsableCommand {
     @Flag(help: "With --dead: every dead letter of the queue.") var all = false
     @OptionGroup var selection: DeadLetterSelection
     @Flag(name: .customLong("dry-run"), help: "Say what would be put back (and how many), change nothing.") var dryRun = false
-    @Option(name: .customLong("rewrite-url"), help: ArgumentHelp("Send them to a new address: a URL prefix and its replacement.", valueName: "old=new"))
-    var rewriteURL: String?
+    @Option(
+        name: .customLong("rewrite-url"),
+        help: ArgumentHelp("Send them to a new address: a URL prefix and its replacement.", valueName: "old=new"),
+        transform: { text in
+            do throws(BrickError) { return try URLRewrite(parsing: text) } catch { throw ValidationError(error.message) }
+        }
+    )
+    var rewrite: URLRewrite?
 
     func validate() throws {
         if ids.isEmpty == (dead == nil) { throw ValidationError("give dead letters' IDs, or --dead QUEUE --all") }
-        if let rewriteURL {
-            do { _ = try URLRewrite(parsing: rewriteURL) } catch { throw ValidationError("--rewrite-url: \(error.message)") }
-        }
         if dead != nil && !all { throw ValidationError("--dead QUEUE needs --all (every dead letter of the queue)") }
         if selection.isNarrowing && dead == nil {
             throw ValidationError("--older-than, --outcome and --host go with --dead QUEUE --all")
@@ -184,13 +187,12 @@ struct Retry: AsyncParsableCommand {
     func run() async throws {
         let now = Date()
         let ids = self.ids.compactMap(UUID.init(uuidString:))
-        let (queue, selection, dryRun) = (dead, self.selection, self.dryRun)
-        let rewrite = try rewriteURL.map { try URLRewrite(parsing: $0) }
+        let (queue, selection, dryRun, rewrite) = (dead, self.selection, self.dryRun, self.rewrite)
         let outcome = try await root.withStore(changing: !dryRun) { store -> RetryOutcome in
             var outcome = RetryOutcome()
             if let queue {
                 for entry in try await store.deadLetters(queue: queue) where selection.selects(entry, now: now) {
-                    if let rewrite, (try? entry.queuedRequest()).flatMap({ rewrite.rewritten($0.url) }) == nil {
+                    if let rewrite, !rewrite.applies(to: entry) {
                         outcome.leftDead += 1
                         continue
                     }
@@ -248,14 +250,8 @@ struct RetryOutcome: Sendable {
             return
         }
         // The rewritten request is checked before anything changes (a dry run checks it too).
-        let request = try entry.queuedRequest()
-        guard let url = rewrite.rewritten(request.url) else {
-            throw BrickError(.invalidRequest, message: "\(request.redactedURL) does not start with \(rewrite.prefix)")
-        }
-        let shown = (try? TransportRequest(method: request.method, url: url))?.redactedURL
-        guard let shown else { throw BrickError(.invalidRequest, message: "\(url) is not a URL") }
-        if !dryRun { _ = try await store.retryDeadLetter(entry.id, rewritingURL: rewrite, now: now) }
-        retried.append((entry.id, shown))
+        let request = dryRun ? try rewrite.apply(to: entry).request : try await store.retryDeadLetter(entry, rewrittenBy: rewrite, now: now)
+        retried.append((entry.id, request.redactedURL))
     }
 }
 

@@ -1,3 +1,5 @@
+import BrickOfflineCore
+import BrickRequest
 import Foundation
 import Hummingbird
 
@@ -6,6 +8,14 @@ struct Form {
     private(set) var fields: [String: String] = [:]
 
     subscript(name: String) -> String? { fields[name] }
+
+    /// The "Retry at a new URL" fields (`rewrite_from`, `rewrite_to`) as a rewrite, or `nil` when
+    /// both are empty or absent.
+    func rewrite() throws(BrickError) -> URLRewrite? {
+        let (from, to) = (self["rewrite_from"] ?? "", self["rewrite_to"] ?? "")
+        if from.isEmpty && to.isEmpty { return nil }
+        return try URLRewrite(prefix: from, replacement: to)
+    }
 
     /// The form in `request`'s body (at most 64 KiB), which stays readable for the next reader.
     static func read(_ request: inout Request) async throws -> Form {

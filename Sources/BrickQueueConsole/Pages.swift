@@ -283,9 +283,8 @@ extension QueueConsole {
         let form = try await Form.read(&request)
         var at = ""
         do {
-            if let from = form["rewrite_from"], let to = form["rewrite_to"], !from.isEmpty || !to.isEmpty {
-                let url = try await store.retryDeadLetter(id, rewritingURL: try URLRewrite(prefix: from, replacement: to), now: Date())
-                at = " at " + ((try? TransportRequest(method: .post, url: url))?.redactedURL ?? "the new URL")
+            if let rewrite = try form.rewrite() {
+                at = " at " + (try await store.retryDeadLetter(id, rewritingURL: rewrite, now: Date())).redactedURL
             } else {
                 try await store.retryDeadLetter(id, now: Date())
             }
@@ -320,13 +319,11 @@ extension QueueConsole {
         let form = try await Form.read(&request)
         let outcome = form["outcome"].flatMap { $0.isEmpty ? nil : $0 }
         let host = form["host"].flatMap { $0.isEmpty ? nil : $0 }
-        var rewrite: URLRewrite?
-        if retrying, let from = form["rewrite_from"], let to = form["rewrite_to"], !from.isEmpty || !to.isEmpty {
-            do {
-                rewrite = try URLRewrite(prefix: from, replacement: to)
-            } catch {
-                return text(.badRequest, "400: \(error.message)")
-            }
+        let rewrite: URLRewrite?
+        do {
+            rewrite = retrying ? try form.rewrite() : nil
+        } catch {
+            return text(.badRequest, "400: \(error.message)")
         }
         let now = Date()
         let group = try await store.page(queue: queue, dead: true, after: nil, limit: 1_000_000).filter { letter in
@@ -336,7 +333,7 @@ extension QueueConsole {
             return true
         }
         let selected = rewrite.map { rewrite in
-            group.filter { (try? $0.queuedRequest()).flatMap { rewrite.rewritten($0.url) } != nil }
+            group.filter(rewrite.applies)
         } ?? group
         let verb = retrying ? "Retry" : "Purge"
         let what = [outcome.map { "whose last outcome is \($0)" }, host.map { "sent to \($0)" }].compactMap { $0 }.joined(separator: ", ")
@@ -375,7 +372,7 @@ extension QueueConsole {
             if retrying {
                 do {
                     if let rewrite {
-                        _ = try await store.retryDeadLetter(letter.id, rewritingURL: rewrite, now: now)
+                        _ = try await store.retryDeadLetter(letter, rewrittenBy: rewrite, now: now)
                     } else {
                         try await store.retryDeadLetter(letter.id, now: now)
                     }

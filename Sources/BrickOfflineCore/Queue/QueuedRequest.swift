@@ -54,9 +54,13 @@ extension OfflineEntry {
     ///   ``OfflineRequestManager`` entry holds its ``OfflineRequest``'s own payload — or one of a
     ///   later release's format, or a row that does not read as one.
     public func queuedRequest() throws(BrickError) -> QueuedRequest {
-        let stored: StoredRequest
+        try QueuedRequest(storedRequest())
+    }
+
+    /// The stored request this entry holds, decoded.
+    fileprivate func storedRequest() throws(BrickError) -> StoredRequest {
         do {
-            stored = try StoredRequest.decoded(payload)
+            return try StoredRequest.decoded(payload)
         } catch let error as BrickError {
             throw error
         } catch {
@@ -66,7 +70,6 @@ extension OfflineEntry {
                 underlying: error
             )
         }
-        return try QueuedRequest(stored)
     }
 }
 
@@ -120,41 +123,55 @@ public struct URLRewrite: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(prefix)=\(replacement)" }
 }
 
-extension InspectableOfflineStore {
-    /// Makes the dead letter `id` pending again, due at `now`, with its request's URL rewritten:
-    /// the same method, header fields, body, idempotency key and limits, at the new address.
+extension URLRewrite {
+    /// Whether the request `entry` holds goes to a URL that starts with ``prefix`` (`false` for an
+    /// entry that holds no stored request).
+    package func applies(to entry: OfflineEntry) -> Bool {
+        (try? entry.storedRequest()).map { $0.url.hasPrefix(prefix) } ?? false
+    }
+
+    /// The request `entry` holds, at its rewritten URL: the payload to store, and the request read
+    /// back from it. Checked as an add checks a request (the new URL must be one).
     ///
-    /// - Returns: The URL it will be sent to.
-    /// - Throws: ``OfflineStoreError`` (`.notFound`) when `id` is no dead letter (or changed
-    ///   meanwhile); `BrickError` (`.invalidRequest`) when it holds no stored request, its URL
-    ///   does not start with the rewrite's prefix, or the rewritten URL is not one. Nothing
-    ///   changes when it throws.
-    public func retryDeadLetter(_ id: OfflineEntry.ID, rewritingURL rewrite: URLRewrite, now: Date) async throws -> String {
-        guard let entry = try await entry(id), entry.deadLetter != nil else {
-            throw OfflineStoreError(.notFound, message: "no dead letter \(id)")
+    /// - Throws: `BrickError` (`.invalidRequest`) when the entry holds no stored request, its URL
+    ///   does not start with ``prefix``, or the rewritten URL is not one.
+    package func apply(to entry: OfflineEntry) throws(BrickError) -> (payload: Data, request: QueuedRequest) {
+        var stored = try entry.storedRequest()
+        guard let url = rewritten(stored.url) else {
+            let shown = (try? QueuedRequest(stored).redactedURL) ?? "its URL"
+            throw BrickError(.invalidRequest, message: "\(shown) does not start with \(prefix)")
         }
-        let payload = try Self.payload(of: entry, rewrittenBy: rewrite)
-        try await retryDeadLetter(id, replacingPayload: entry.payload, with: payload.data, now: now)
-        return payload.url
+        stored.url = url
+        do {
+            _ = try stored.transportRequest(idempotencyKey: entry.idempotencyKey, credential: [:])
+        } catch {
+            throw BrickError(.invalidRequest, message: "\(url.debugDescription) is not a URL a request can go to", underlying: error)
+        }
+        return (try stored.encoded(), try QueuedRequest(stored))
     }
 }
 
 extension InspectableOfflineStore {
-    /// The entry's payload with its URL rewritten, checked as a request, and that URL.
-    static func payload(of entry: OfflineEntry, rewrittenBy rewrite: URLRewrite) throws -> (data: Data, url: String) {
-        var stored: StoredRequest
-        do {
-            stored = try StoredRequest.decoded(entry.payload)
-        } catch {
-            throw BrickError(.invalidRequest, message: "entry \(entry.id) holds no request a queue stored", underlying: error)
+    /// Makes the dead letter `id` pending again, due at `now`, with its request's URL rewritten:
+    /// the same method, header fields, body, idempotency key and limits, at the new address.
+    ///
+    /// - Returns: The request it will send (``QueuedRequest/redactedURL`` to show).
+    /// - Throws: ``OfflineStoreError`` (`.notFound`) when `id` is no dead letter (or changed
+    ///   meanwhile); `BrickError` (`.invalidRequest`) when it holds no stored request, its URL
+    ///   does not start with the rewrite's prefix, or the rewritten URL is not one. Nothing
+    ///   changes when it throws.
+    public func retryDeadLetter(_ id: OfflineEntry.ID, rewritingURL rewrite: URLRewrite, now: Date) async throws -> QueuedRequest {
+        guard let entry = try await entry(id), entry.deadLetter != nil else {
+            throw OfflineStoreError(.notFound, message: "no dead letter \(id)")
         }
-        guard let url = rewrite.rewritten(stored.url) else {
-            let shown = (try? QueuedRequest(stored).redactedURL) ?? "its URL"
-            throw BrickError(.invalidRequest, message: "\(shown) does not start with \(rewrite.prefix)")
-        }
-        stored.url = url
-        // The new request must be one: a valid URL, as an add would have checked it.
-        _ = try stored.transportRequest(idempotencyKey: entry.idempotencyKey, credential: [:])
-        return (try stored.encoded(), url)
+        return try await retryDeadLetter(entry, rewrittenBy: rewrite, now: now)
+    }
+
+    /// ``retryDeadLetter(_:rewritingURL:now:)`` for a dead letter already read: nothing changes
+    /// when it changed since.
+    package func retryDeadLetter(_ entry: OfflineEntry, rewrittenBy rewrite: URLRewrite, now: Date) async throws -> QueuedRequest {
+        let rewritten = try rewrite.apply(to: entry)
+        try await retryDeadLetter(entry.id, replacingPayload: entry.payload, with: rewritten.payload, now: now)
+        return rewritten.request
     }
 }

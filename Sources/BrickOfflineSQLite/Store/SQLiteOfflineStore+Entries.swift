@@ -300,30 +300,25 @@ extension SQLiteOfflineStore {
     }
 
     public func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date) async throws -> Bool {
-        try await write("extend a lease") { db in
-            try db.execute(
-                sql: "UPDATE entry SET leaseExpiresAt = ? WHERE id = ? AND leaseToken = ?",
-                arguments: [expiry.timeIntervalSince1970, id.uuidString, lease.uuidString]
-            )
-            return db.changesCount == 1
-        }
+        try await write("extend a lease") { db in try Self.extend(id, lease: lease, until: expiry, in: db) }
     }
 
     /// Every lease still held extended to `now + duration`, in one transaction.
     public func extend(leases: [OfflineEntry.ID: UUID], for duration: Duration, now: Date) async throws -> Set<OfflineEntry.ID> {
         guard !leases.isEmpty else { return [] }
-        let expiry = now.addingTimeInterval(duration.seconds).timeIntervalSince1970
+        let expiry = now.addingTimeInterval(duration.seconds)
         return try await write("extend leases") { db in
-            var lost: Set<OfflineEntry.ID> = []
-            for (id, lease) in leases {
-                try db.execute(
-                    sql: "UPDATE entry SET leaseExpiresAt = ? WHERE id = ? AND leaseToken = ?",
-                    arguments: [expiry, id.uuidString, lease.uuidString]
-                )
-                if db.changesCount != 1 { lost.insert(id) }
-            }
-            return lost
+            try Set(leases.filter { try !Self.extend($0.key, lease: $0.value, until: expiry, in: db) }.keys)
         }
+    }
+
+    /// Extends the lease `lease` of entry `id` to `expiry` if it is still held; whether it was.
+    private static func extend(_ id: OfflineEntry.ID, lease: UUID, until expiry: Date, in db: Database) throws -> Bool {
+        try db.execute(
+            sql: "UPDATE entry SET leaseExpiresAt = ? WHERE id = ? AND leaseToken = ?",
+            arguments: [expiry.timeIntervalSince1970, id.uuidString, lease.uuidString]
+        )
+        return db.changesCount == 1
     }
 
     public func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool {
