@@ -438,8 +438,9 @@ for target in package.targets where target.type != .system {
     target.swiftSettings = settings
 }
 
-// The parsers' libFuzzer entry points (Tests/Fuzz): declared only when Scripts/fuzz.sh builds them
-// (BRICK_FUZZ=1, with -sanitize=fuzzer,address), because only that flag links libFuzzer's driver.
+// The parsers' libFuzzer entry points (Tests/Fuzz): declared only when Scripts/fuzz.sh or
+// Scripts/sanitize.sh builds them (BRICK_FUZZ=1, with coverage instrumentation and AddressSanitizer,
+// Scripts/ci-lib.sh's asan_build), because only those builds pass where libFuzzer is.
 if Context.environment["BRICK_FUZZ"] != nil {
     package.targets += [
         .systemLibrary(name: "CFuzzer", path: "Tests/Fuzz/CFuzzer"),
@@ -458,11 +459,14 @@ if Context.environment["BRICK_FUZZ"] != nil {
 // the transport, session, safe point, cache, queue and manager on SQLite, without the targets that
 // only add build time under instrumentation (PostgreSQL, OpenAPI, tracing, the integration tests).
 if Context.environment["BRICK_SANITIZER_SUBSET"] != nil {
+    // With BRICK_FUZZ too, brick-fuzz is built beside the AddressSanitizer suites, from the same
+    // objects (Scripts/sanitize.sh and Scripts/fuzz.sh share one build).
     let kept: Set<String> = [
         "CCurl", "CNetlink", "CRuntimeHook", "CZlib", "BrickRequestCore", "BrickCurl", "BrickNetlink", "BrickRequest",
         "BrickOffline", "BrickOfflineCore", "BrickOfflineSQLite", "BrickTesting", "BrickHAR",
         "BrickTestingTests", "BrickTestServer", "BrickTestSupport", "BrickOfflineTestSupport", "brick-offline-probe",
         "BrickLifecycle", "BrickOfflineMetrics", "BrickRequestTests", "BrickOfflineTests", "BrickLifecycleTests",
+        "CFuzzer", "brick-fuzz",
     ]
     package.targets = package.targets.filter { kept.contains($0.name) }
     package.products = package.products.filter { $0.name == "BrickRequest" || $0.name == "BrickOffline" }

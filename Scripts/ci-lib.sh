@@ -10,6 +10,22 @@
 #   failed_suites LOG              the test files (one regex, `A|B`) of the tests that recorded an issue
 #   crashes LOG                    the lines that say the test process crashed
 #   unfinished_tests LOG           the tests that started and never ended (a wedged run)
+#   asan_build                     the arguments of the one AddressSanitizer build (below)
+
+# One AddressSanitizer build serves both the sanitizer's suites (Scripts/sanitize.sh) and the
+# parsers' fuzzer (Scripts/fuzz.sh): every Swift module gets libFuzzer's coverage instrumentation
+# (what `-sanitize=fuzzer` adds: edge counters, comparisons, indirect calls; unused outside
+# brick-fuzz, the ASan runtime's weak callbacks take them), and only brick-fuzz links libFuzzer,
+# without its main (Tests/Fuzz/CFuzzer; found in the toolchain's compiler-rt directory), with the
+# toolchain's lld (the system's gold fails on libFuzzer's archive).
+# `-sanitize=fuzzer` itself cannot be used: it links libFuzzer's main into every executable, the test
+# runner's too. A second instrumented build of the same modules cost CI minutes for nothing.
+# BRICK_FUZZ declares brick-fuzz; BRICK_SANITIZER_SUBSET keeps the sanitizer's targets. No index
+# store: nobody browses these builds in an editor, and it cost 12 % of a clean build (200 s, not 227).
+compiler_rt=$(echo "$(dirname "$(readlink -f "$(command -v swiftc)")")"/../lib/clang/*/lib/linux)
+asan_build=(--scratch-path .build-asan --disable-index-store --sanitize=address
+    -Xswiftc -sanitize-coverage=edge,indirect-calls,trace-cmp,inline-8bit-counters,pc-table
+    -Xlinker -L"$compiler_rt" -Xswiftc -use-ld=lld)
 
 bounded_test() {
     local limit=$1 log=$2 status started=$SECONDS pid

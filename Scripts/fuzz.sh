@@ -1,29 +1,30 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers with libFuzzer under AddressSanitizer (Tests/Fuzz/BrickFuzz).
 #
-#   Scripts/fuzz.sh build                 build brick-fuzz into .build-fuzz
+#   Scripts/fuzz.sh build                 build brick-fuzz (into .build-asan, beside the ASan suites)
 #   Scripts/fuzz.sh replay                replay every committed corpus (CI)
-#   Scripts/fuzz.sh run TARGET SECONDS    fuzz one target; new inputs go to .build-fuzz/corpus/TARGET
+#   Scripts/fuzz.sh run TARGET SECONDS    fuzz one target; new inputs go to .build-asan/corpus/TARGET
 #   Scripts/fuzz.sh smoke SECONDS         replay, then fuzz every target SECONDS each (CI)
-#   Scripts/fuzz.sh merge TARGET          add what .build-fuzz/corpus/TARGET covers that the
+#   Scripts/fuzz.sh merge TARGET          add what .build-asan/corpus/TARGET covers that the
 #                                         committed corpus does not (then commit Tests/Fuzz/Corpus)
 #
-# A crash or a failed check stops the run with the input saved as .build-fuzz/artifacts/crash-…;
+# A crash or a failed check stops the run with the input saved as .build-asan/artifacts/crash-…;
 # fix it and add the input to Tests/Fuzz/Corpus/TARGET as a regression.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scratch=.build-fuzz
+source Scripts/ci-lib.sh
+# The AddressSanitizer build of Scripts/sanitize.sh (asan_build): after it, brick-fuzz is already built.
+scratch=.build-asan
+export BRICK_FUZZ=1 BRICK_SANITIZER_SUBSET=1
 # libFuzzer reports a crash itself (and saves the input); the Swift backtracer would only delay it.
 export SWIFT_BACKTRACE=enable=no
 corpus=Tests/Fuzz/Corpus
 targets=(json sse response-headers url retry-after cache-headers stored-request netlink)
 
 build() {
-    # The toolchain's lld: the system's gold fails on libFuzzer's archive.
-    BRICK_FUZZ=1 swift build --scratch-path "$scratch" --product brick-fuzz \
-        -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld >&2
-    echo "$(BRICK_FUZZ=1 swift build --scratch-path "$scratch" --show-bin-path)/brick-fuzz"
+    swift build --product brick-fuzz "${asan_build[@]}" >&2
+    echo "$(swift build "${asan_build[@]}" --show-bin-path)/brick-fuzz"
 }
 
 fuzzer() {

@@ -32,23 +32,24 @@ if [ -n "${BRICK_SANITIZE_FILTER:-}" ]; then
     filter+=(--filter "$BRICK_SANITIZE_FILTER")
 fi
 
-# Runs `swift test` under one sanitizer; the whole log goes to SCRATCH/sanitize.log, and on failure
+# `run NAME --scratch-path SCRATCH BUILD-ARGUMENTS…` runs `swift test` under one sanitizer (the
+# arguments go to both the build and the test); the whole log goes to SCRATCH/sanitize.log, and on failure
 # the first report and the failed tests are shown. Built first, then tested for at most
 # BRICK_SANITIZE_LIMIT seconds (default 1200; a wedged run fails with the tests still running named
 # and a backtrace, never holds CI).
 run() {
-    local name=$1 scratch=$2 started=$SECONDS status limit=${BRICK_SANITIZE_LIMIT:-1200}
-    shift 2
+    local name=$1 scratch=$3 started=$SECONDS status limit=${BRICK_SANITIZE_LIMIT:-1200}
+    shift
     echo "sanitize: $name"
     mkdir -p "$scratch"
-    if ! timeout --kill-after=30 2400 swift build --build-tests --scratch-path "$scratch" "$@" > "$scratch/build.log" 2>&1; then
+    if ! timeout --kill-after=30 2400 swift build --build-tests "$@" > "$scratch/build.log" 2>&1; then
         tail -n 40 "$scratch/build.log"
         echo "sanitize: $name: the build failed in $((SECONDS - started)) s"
         return 1
     fi
     echo "sanitize: $name: built in $((SECONDS - started)) s"
     status=0
-    bounded_test "$limit" "$scratch/sanitize.log" --skip-build --scratch-path "$scratch" "$@" ${filter[@]+"${filter[@]}"} || status=$?
+    bounded_test "$limit" "$scratch/sanitize.log" --skip-build "$@" ${filter[@]+"${filter[@]}"} || status=$?
     grep -E "^(✔|✘|━) Test run" "$scratch/sanitize.log" || true
     if [ "$status" -ne 0 ] && ! grep -q -E "WARNING: ThreadSanitizer|ERROR: AddressSanitizer" "$scratch/sanitize.log"; then
         # No sanitizer report, only tests that failed (or a run that ran out of time): under a
@@ -66,7 +67,7 @@ run() {
         fi
         if [ "$rerun" -eq 1 ]; then
             status=0
-            bounded_test "$limit" "$scratch/sanitize-again.log" --skip-build --scratch-path "$scratch" "$@" ${again[@]+"${again[@]}"} || status=$?
+            bounded_test "$limit" "$scratch/sanitize-again.log" --skip-build "$@" ${again[@]+"${again[@]}"} || status=$?
             grep -E "^(✔|✘|━) Test run" "$scratch/sanitize-again.log" || true
             cat "$scratch/sanitize-again.log" >> "$scratch/sanitize.log"
         fi
@@ -85,12 +86,13 @@ thread() {
     # No Swift backtracer under TSan: on a crash the two fight (a TSan CHECK failure), and the
     # backtracer was left hanging with swift test's pipe open. TSan reports on its own.
     TSAN_OPTIONS="suppressions=$PWD/.ci/tsan.supp halt_on_error=1 second_deadlock_stack=1 handle_sigill=1 handle_abort=1" SWIFT_BACKTRACE=enable=no \
-        run ThreadSanitizer .build-tsan --sanitize=thread -Xswiftc -DBRICK_SANITIZER_LOCKS
+        run ThreadSanitizer --scratch-path .build-tsan --disable-index-store --sanitize=thread -Xswiftc -DBRICK_SANITIZER_LOCKS
 }
 
 address() {
-    ASAN_OPTIONS="suppressions=$PWD/.ci/asan.supp detect_leaks=0 abort_on_error=1" SWIFT_BACKTRACE=enable=no \
-        run AddressSanitizer .build-asan --sanitize=address
+    # The build Scripts/fuzz.sh runs brick-fuzz from (asan_build in ci-lib.sh).
+    ASAN_OPTIONS="suppressions=$PWD/.ci/asan.supp detect_leaks=0 abort_on_error=1" SWIFT_BACKTRACE=enable=no BRICK_FUZZ=1 \
+        run AddressSanitizer "${asan_build[@]}"
 }
 
 case "${1:-both}" in

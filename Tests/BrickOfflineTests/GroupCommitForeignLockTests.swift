@@ -38,8 +38,9 @@ struct GroupCommitForeignLockTests {
             if let error = failure.withLock({ $0 }) { throw error }
         }
 
-        func waitUntilReleased() {
-            finished.wait()
+        /// Waits on a thread of its own: the committers this waits for need the cooperative threads.
+        func waitUntilReleased() async {
+            _ = try? await Subprocess.offPool { [finished] in finished.wait() }
         }
     }
 
@@ -76,7 +77,7 @@ struct GroupCommitForeignLockTests {
                     try await group.waitForAll()
                 }
             }
-            for lock in locks { lock.waitUntilReleased() }
+            for lock in locks { await lock.waitUntilReleased() }
             try await adds.value
             #expect(all.allSatisfy { $0.busyHandoffs.load(ordering: .relaxed) >= 1 })
             for store in all { #expect(try await store.count(queue: "q") == 16) }

@@ -64,7 +64,7 @@ struct HARRecorderTests {
         try recorder.writeHAR(to: path)
         let text = try String(contentsOfFile: path, encoding: .utf8)
         #expect(!text.contains("PLANTED"))
-        let lines = try checkedByPython([path])
+        let lines = try await checkedByPython([path])
         #expect(lines.map { $0["status"] as? Int } == [200, 200, 200])
         #expect(lines.map { ($0["url"] as? String)?.hasSuffix("sig=REDACTED") } == [true, true, true])
         #expect(lines.first?["text"] as? String == #"{"orders":[]}"#)

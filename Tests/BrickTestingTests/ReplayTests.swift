@@ -52,10 +52,11 @@ struct Answer: Equatable, CustomStringConvertible {
 
 let replaysDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Replays").path
 
-/// Runs `Replays/check-har.py` (jsonschema and haralyzer) on `files`; its lines, parsed.
-func checkedByPython(_ files: [String]) throws -> [[String: Any]] {
+/// Runs `Replays/check-har.py` (jsonschema and haralyzer) on `files`, on a thread of its own (a
+/// Python start holds no cooperative thread); its lines, parsed.
+func checkedByPython(_ files: [String]) async throws -> [[String: Any]] {
     let quoted = files.map { "'\($0)'" }.joined(separator: " ")
-    let output = try Subprocess.runBlocking("python3 '\(replaysDirectory)/check-har.py' \(quoted)")
+    let output = try await Subprocess.run("python3 '\(replaysDirectory)/check-har.py' \(quoted)")
     return try output.split(separator: "\n").map {
         try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
     }
@@ -142,7 +143,7 @@ struct ReplayTests {
         #expect(archive.exchanges[3].requestBody == Data([0, 255, 1, 254]))
         #expect(archive.exchanges[0].requestHeaders[.authorization] == "Bearer REDACTED" || archive.exchanges[0].requestHeaders[.authorization] == "REDACTED")
 
-        let lines = try checkedByPython([path])
+        let lines = try await checkedByPython([path])
         #expect(lines.map { $0["status"] as? Int } == [200, 200, 404, 201])
         #expect(lines[1]["encoding"] as? String == "base64")
         #expect(lines[0]["text"] as? String == #"{"name":"Ada","version":"v1"}"#)
@@ -273,7 +274,7 @@ struct ReplayTests {
         #expect(user.metrics?.httpVersion == .http2)
         #expect(avatar.data?.count == 16)
         #expect(avatar.data?.prefix(4) == Data([0x89, 0x50, 0x4E, 0x47]))
-        _ = try checkedByPython([path, replaysDirectory + "/fetchUser.har"])
+        _ = try await checkedByPython([path, replaysDirectory + "/fetchUser.har"])
     }
 
     /// Two sessions, neither named by the trait: both answer from `Replays/fetchUser.har`.

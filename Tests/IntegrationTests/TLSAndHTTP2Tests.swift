@@ -1,4 +1,5 @@
 import BrickRequest
+import BrickTestSupport
 import Foundation
 import Testing
 
@@ -6,8 +7,11 @@ import Testing
 struct TLSAndHTTP2Tests {
     let nginx: NginxFixture
 
-    init() throws {
-        nginx = try NginxFixture.shared.get()
+    /// nginx starts (certificates, then the server) on a thread of its own: a cooperative thread
+    /// held for it — and every other test of the suite waiting in the same lazy initialiser — had
+    /// stalled the whole pool for half a minute of a loaded run (PoolWatchdog's stacks).
+    init() async throws {
+        nginx = try await Subprocess.offPool { try NginxFixture.shared.get() }
     }
 
     func transport(_ configure: (inout CurlTransport.Configuration) -> Void = { _ in }) -> CurlTransport {

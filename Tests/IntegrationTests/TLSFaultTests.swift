@@ -147,8 +147,10 @@ private final class Probe: Component, GETRequestType, DataResponseType {
 struct TLSFaultTests {
     let peers: TLSFaultPeers
 
-    init() throws {
-        peers = try TLSFaultPeers()
+    /// The peers start (certificates, four `s_server`s, a wait for their ports) on a thread of
+    /// their own, never on a cooperative one (PoolWatchdog found it holding one for seconds).
+    init() async throws {
+        peers = try await Subprocess.offPool { try TLSFaultPeers() }
     }
 
     /// The failure of a GET through a session trusting the peers' CA, with the default retries.

@@ -57,6 +57,7 @@ package final class PostgresFixture: Sendable {
     /// The shared server, or a test failure that says why there is none. Waiting for its start
     /// holds no thread.
     package static func server() async throws -> PostgresFixture {
+        PoolWatchdog.start()
         let start = shared.withLock { start in
             if let start { return start }
             let made = Task { try await Subprocess.offPool { try PostgresFixture() } }

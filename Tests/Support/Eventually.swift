@@ -8,6 +8,7 @@ import Testing
 /// moves by the delay, so a starved machine never gives up on something the code under test had
 /// no chance to bring about — and `value` is always looked at again after such a delay.
 package func poll<T>(within limit: Duration, _ value: () async -> T?) async -> T? {
+    PoolWatchdog.start()
     let interval = Duration.milliseconds(1)
     var deadline = ContinuousClock.now + limit
     while true {

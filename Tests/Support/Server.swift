@@ -6,6 +6,7 @@ package func withServer<T>(
     prepare: (BrickTestServer) -> Void = { _ in },
     _ body: (BrickTestServer) async throws -> T
 ) async throws -> T {
+    PoolWatchdog.start()
     let server = try await BrickTestServer.start()
     prepare(server)
     do {

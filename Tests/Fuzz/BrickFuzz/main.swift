@@ -1,5 +1,5 @@
 // brick-fuzz: libFuzzer entry points for the parsers that read what a server, a stored file or the
-// kernel hands us. Built only by Scripts/fuzz.sh (BRICK_FUZZ=1, -sanitize=fuzzer,address):
+// kernel hands us. Built only by Scripts/fuzz.sh and Scripts/sanitize.sh (BRICK_FUZZ=1, ASan + coverage):
 //
 //     brick-fuzz TARGET [libFuzzer flags] [corpus directories]
 //
