@@ -6,7 +6,7 @@ import Foundation
 import MetricsTestKit
 import Testing
 
-@Suite("Connections per destination: open and idle, read from the transport and recorded", .timeLimit(.minutes(1)))
+@Suite("Connections per destination: open and idle, read from the transport and recorded", .timeLimit(.minutes(3)))
 struct ConnectionMetricsTests {
     @Test("four requests in flight hold four connections; once answered, the four are idle; the gauges say so")
     func openAndIdle() async throws {

@@ -22,7 +22,7 @@ final class CachedThing: Component, GETRequestType, DataResponseType, CachedResp
     }
 }
 
-@Suite("Metrics: OpenTelemetry's HTTP client names, retries, parking, the cache", .timeLimit(.minutes(1)))
+@Suite("Metrics: OpenTelemetry's HTTP client names, retries, parking, the cache", .timeLimit(.minutes(3)))
 struct MetricsInstrumentTests {
     @Test("each attempt: duration with method, address, port, status and error.type; body sizes; retries; connections")
     func attempts() async throws {
@@ -133,7 +133,7 @@ struct MetricsInstrumentTests {
 
 /// `MetricsInstrument()` with the process's factory, bootstrapped late, in a process of its own
 /// (`MetricsSystem.bootstrap` is once per process and would reach every other test of this one).
-@Suite("Metrics: a backend bootstrapped after the first requests", .timeLimit(.minutes(1)))
+@Suite("Metrics: a backend bootstrapped after the first requests", .timeLimit(.minutes(3)))
 struct LateBootstrapTests {
     /// `brick-metrics-probe`, built next to the test binary by `swift test`.
     static var probePath: String { Subprocess.sibling("brick-metrics-probe") }

@@ -26,7 +26,7 @@ final class Traced: Component, GETRequestType, DataResponseType {
     }
 }
 
-@Suite("Tracing: a client span per attempt, the trace's context sent", .timeLimit(.minutes(1)))
+@Suite("Tracing: a client span per attempt, the trace's context sent", .timeLimit(.minutes(3)))
 struct TracingInstrumentTests {
     @Test("a retried request: one span per attempt with its resend count, each a child of the caller's, its context sent")
     func spanPerAttempt() async throws {

@@ -60,7 +60,7 @@ struct OutcomeBatchTests {
                     return all
                 }
             }
-            await eventually(within: .seconds(30)) { store.outcomes.waitingCount == 59 }
+            await eventually { store.outcomes.waitingCount == 59 }
             #expect(store.outcomes.waitingCount == 59, "the 59 others queued up behind the first")
             release.set()
             let changed = try await results.value

@@ -170,7 +170,7 @@ struct PostgresConfigurationTests {
     }
 }
 
-@Suite("A store call's deadline", .timeLimit(.minutes(1)))
+@Suite("A store call's deadline", .timeLimit(.minutes(3)))
 struct CallDeadlineTests {
     @Test("a call that never answers fails at its deadline with an error that says so; one that answers returns its value")
     func deadline() async throws {

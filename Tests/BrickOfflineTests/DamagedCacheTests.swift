@@ -126,7 +126,7 @@ struct DamagedCacheTests {
 }
 
 /// The cache's writes run on its own writer, never on the caller's thread.
-@Suite("The response cache writes off the caller's thread", .timeLimit(.minutes(1)))
+@Suite("The response cache writes off the caller's thread", .timeLimit(.minutes(3)))
 struct CacheWriterTests {
     @Test("store returns while another connection holds the write lock; the response is found at once, and on disk once the lock is gone")
     func storeDoesNotWaitForTheDisk() async throws {

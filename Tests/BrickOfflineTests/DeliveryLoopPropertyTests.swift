@@ -8,7 +8,7 @@ import Testing
 /// running out, closes. Never two attempts of one entry at once; never more attempts than the cap;
 /// nothing launched once a stop began; a grace period's end cancels exactly what runs; a stop may
 /// return exactly when nothing runs; a closed loop never starts again.
-@Suite("Delivery loop: random histories", .timeLimit(.minutes(1)))
+@Suite("Delivery loop: random histories", .timeLimit(.minutes(3)))
 struct DeliveryLoopPropertyTests {
     typealias Machine = DeliveryLoop.StateMachine
     typealias Event = (kind: Int, detail: Int)

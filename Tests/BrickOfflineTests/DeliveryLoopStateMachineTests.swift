@@ -5,7 +5,7 @@ import Testing
 
 /// The delivery loop's decisions (leases, launches, hand-backs, sleeps, the stop) as tables of
 /// events and answers: no store, no tasks, no clock.
-@Suite("DeliveryLoop.StateMachine: the queue's and the manager's loop, as tables", .timeLimit(.minutes(1)))
+@Suite("DeliveryLoop.StateMachine: the queue's and the manager's loop, as tables", .timeLimit(.minutes(3)))
 struct DeliveryLoopStateMachineTests {
     typealias Machine = DeliveryLoop.StateMachine
     static let now = Date(timeIntervalSince1970: 1_000_000)

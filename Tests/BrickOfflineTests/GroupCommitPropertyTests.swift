@@ -6,7 +6,7 @@ import Testing
 /// Random histories against the group commit's state machine: arrivals while commits start and
 /// end, in any order. Never two committers; every caller resumed exactly once — as the next
 /// committer (in arrival order) or with its batch written; nobody left waiting once commits drain.
-@Suite("Group commit: random histories", .timeLimit(.minutes(1)))
+@Suite("Group commit: random histories", .timeLimit(.minutes(3)))
 struct GroupCommitPropertyTests {
     enum Fate: Equatable { case waiting, committer, written }
 

@@ -8,7 +8,7 @@ import Synchronization
 import Testing
 
 /// The group commit's decisions, without I/O: who commits, who waits, who commits next.
-@Suite("Group commit: who commits, who waits, who commits next (table)", .timeLimit(.minutes(1)))
+@Suite("Group commit: who commits, who waits, who commits next (table)", .timeLimit(.minutes(3)))
 struct GroupCommitStateMachineTests {
     /// One step of a table row and what it must answer.
     enum Step {
@@ -66,7 +66,7 @@ struct GroupCommitStateMachineTests {
     }
 }
 
-@Suite("Group commit on SQLite: a refusal among batches written together", .timeLimit(.minutes(1)))
+@Suite("Group commit on SQLite: a refusal among batches written together", .timeLimit(.minutes(3)))
 struct GroupCommitRefusalTests {
     @Test("16 adds held behind another connection's write lock commit together; the two refused refuse only themselves")
     func refusalInAGroup() async throws {

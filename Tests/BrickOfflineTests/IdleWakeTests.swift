@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// What a delivery loop does after an empty lease, as a table, without I/O.
-@Suite("IdleWake: after an empty lease, as a table", .timeLimit(.minutes(1)))
+@Suite("IdleWake: after an empty lease, as a table", .timeLimit(.minutes(3)))
 struct IdleWakeTests {
     static let now = Date(timeIntervalSince1970: 1_000_000)
 

@@ -8,7 +8,7 @@ import Synchronization
 import Testing
 
 /// The manager's decision after an attempt, as a table, without I/O.
-@Suite("ManagerDecision: the offline request manager's rules, as a table", .timeLimit(.minutes(1)))
+@Suite("ManagerDecision: the offline request manager's rules, as a table", .timeLimit(.minutes(3)))
 struct ManagerDecisionTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
     static let interval: Duration = .seconds(10)

@@ -8,7 +8,7 @@ import Testing
 
 /// A queue an operator paused: its delivery loop reads the pause before each lease and claims
 /// nothing until the queue is resumed (`brick-queue pause` / `resume` set it in the store).
-@Suite("A paused queue claims nothing until resumed", .timeLimit(.minutes(1)))
+@Suite("A paused queue claims nothing until resumed", .timeLimit(.minutes(3)))
 struct PausedQueueTests {
     @Test("paused in the store: the loop looks (the barrier), claims nothing and sends nothing; resumed, it delivers")
     func pauseAndResume() async throws {

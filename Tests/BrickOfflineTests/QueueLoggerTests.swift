@@ -46,7 +46,7 @@ final class LabelledRecords: Sendable {
     }
 }
 
-@Suite("The queue and the manager log to a logger of their own", .timeLimit(.minutes(1)))
+@Suite("The queue and the manager log to a logger of their own", .timeLimit(.minutes(3)))
 struct QueueLoggerTests {
     @Test("a dead letter is logged on the queue's logger, with its label, the worker's metadata and brick.queue")
     func queueLogsDeadLetters() async throws {

@@ -93,7 +93,7 @@ final class NotACacheGet: Component, GETRequestType, NonAutoRetryType, CachedRes
     }
 }
 
-@Suite("A declared cache is used however it is spelled", .timeLimit(.minutes(1)))
+@Suite("A declared cache is used however it is spelled", .timeLimit(.minutes(3)))
 struct DeclaredCacheTests {
     @Test("`any ResponseCache` and an optional SQLiteResponseCache: the response is in the file after flush(), and a new cache on the file (an app restarted offline) answers from it")
     func spellings() async throws {
@@ -137,7 +137,7 @@ struct DeclaredCacheTests {
     }
 }
 
-@Suite("SQLiteResponseCache on disk", .timeLimit(.minutes(1)))
+@Suite("SQLiteResponseCache on disk", .timeLimit(.minutes(3)))
 struct SQLiteResponseCacheTests {
     @Test("survives a restart: a new cache object (and session) reads what the last one stored, with no server")
     func restart() async throws {

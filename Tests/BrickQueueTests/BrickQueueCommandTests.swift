@@ -71,7 +71,7 @@ struct BrickQueueCommandTests {
         try await queue.add(RecordSale(server.baseURL + "/anything/a?token=secret", amount: 1), options: later)
         try await queue.add(RecordSale(server.baseURL + "/anything/b", amount: 2), options: later)
         try await queue.add(RecordSale(server.baseURL + "/fail", amount: 3), options: .init(maxAttempts: 1))
-        await eventually(within: .seconds(30)) { ((try? await queue.deadLetters()) ?? []).count == 1 }
+        await eventually { ((try? await queue.deadLetters()) ?? []).count == 1 }
         let dead = try #require(try await queue.deadLetters().first).id
         let pending = try await queue.entries().map(\.id)
         await queue.close(gracePeriod: .zero)
@@ -244,7 +244,7 @@ struct BrickQueueCommandTests {
                 for amount in [10, 11] { try await queue.add(RecordSale(server.baseURL + "/fail", amount: amount), options: .init(maxAttempts: 1)) }
                 server.route("/other") { _ in .status(500) }
                 try await queue.add(RecordSale(server.baseURL + "/other", amount: 12), options: .init(maxAttempts: 1))
-                await eventually(within: .seconds(30)) { ((try? await queue.deadLetters()) ?? []).count == 4 }
+                await eventually { ((try? await queue.deadLetters()) ?? []).count == 4 }
                 elsewhere = try #require(try await queue.deadLetters().first { EntryURL.path(of: $0) == "/other" }).id
                 await queue.close(gracePeriod: .zero)
             }
@@ -286,7 +286,7 @@ struct BrickQueueCommandTests {
             #expect(request.body.map { String(decoding: $0, as: UTF8.self).hasPrefix("amount=") } == true)
             let queue = PersistentRequestQueue(name: "hooks", store: store, session: Session(), retryInterval: .milliseconds(50))
             queue.startProcessing()
-            await eventually(within: .seconds(30)) { server.requests(path: "/moved/fail").count == 3 }
+            await eventually { server.requests(path: "/moved/fail").count == 3 }
             let keys = server.requests(path: "/moved/fail").compactMap { $0.header("Idempotency-Key") }
             #expect(Set(keys) == Set(moved.map(\.idempotencyKey)), "each went with its own key")
             #expect(try await store.deadLetters(queue: "hooks").map(\.id) == [elsewhere])
@@ -441,7 +441,7 @@ struct BrickQueueCommandTests {
             let log = directory.appendingPathComponent("serve.log").path
             let pid = try Subprocess.spawn("exec '\(binary)' --sqlite '\(path)' serve --port 0 > '\(log)' 2>&1")
             var port: Int?
-            await eventually(within: .seconds(30)) {
+            await eventually {
                 let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
                 guard let range = text.range(of: "console at http://127.0.0.1:") else { return false }
                 port = Int(text[range.upperBound...].prefix { $0.isNumber })
@@ -458,7 +458,7 @@ struct BrickQueueCommandTests {
             let events = directory.appendingPathComponent("events.log").path
             let follower = try Subprocess.spawn("exec curl -sN '\(base)/events' > '\(events)'")
             defer { kill(follower, SIGKILL); _ = Subprocess.wait(follower) }
-            await eventually(within: .seconds(30)) {
+            await eventually {
                 ((try? String(contentsOfFile: events, encoding: .utf8)) ?? "").contains("event: counts")
             }
             kill(pid, SIGTERM)

@@ -85,12 +85,12 @@ struct QueueConsoleBrowserTests {
                 }
                 let planted = "<script>document.title='pwned'</script>"
                 try await alerts.add(RecordSale(server.baseURL + "/flaky", amount: 1, headers: ["X-Note": planted]), options: .init(maxAttempts: 1))
-                await eventually(within: .seconds(30)) { ((try? await alerts.deadLetters()) ?? []).count == 1 }
+                await eventually { ((try? await alerts.deadLetters()) ?? []).count == 1 }
                 // A URL may hold `<` and `>` in its path (only spaces, controls and non-ASCII are
                 // refused): a second dead letter, to a port nobody listens on, carries one.
                 let hostile = "http://127.0.0.1:\(closedPort())/<script>document.title='pwned2'</script>"
                 try await alerts.add(RecordSale(hostile, amount: 2), options: .init(maxAttempts: 1))
-                await eventually(within: .seconds(30)) { ((try? await alerts.deadLetters()) ?? []).count == 2 }
+                await eventually { ((try? await alerts.deadLetters()) ?? []).count == 2 }
                 // A partner moved: three dead letters to its old address (a port nobody listens
                 // on), and one more of the same group whose URL the rewrite does not match.
                 let partner = PersistentRequestQueue(name: "partner", store: store, session: session, retryInterval: .milliseconds(50))
@@ -100,7 +100,7 @@ struct QueueConsoleBrowserTests {
                     try await partner.add(RecordSale(stale + "/old/hook", amount: number), options: .init(maxAttempts: 1))
                 }
                 try await partner.add(RecordSale(stale + "/elsewhere", amount: 4), options: .init(maxAttempts: 1))
-                await eventually(within: .seconds(30)) { ((try? await partner.deadLetters()) ?? []).count == 4 }
+                await eventually { ((try? await partner.deadLetters()) ?? []).count == 4 }
                 let untouched = try #require(try await partner.deadLetters().first { EntryURL.path(of: $0) == "/elsewhere" })
                 try await store.setPaused(true, queue: "hooks")
                 for number in 0..<20 { try await hooks.add(RecordSale(server.baseURL + "/deliver", amount: number)) }
@@ -151,7 +151,7 @@ struct QueueConsoleBrowserTests {
                 #expect(server.requests(path: "/flaky").count == 2)
                 // The moved group: delivered at the new URL, each once, with its own body; the
                 // letter the rewrite did not match is still dead, byte for byte as it was.
-                await eventually(within: .seconds(30)) { server.requests(path: "/new/hook").count == 3 }
+                await eventually { server.requests(path: "/new/hook").count == 3 }
                 #expect(Set(server.requests(path: "/new/hook").map { String(decoding: $0.body, as: UTF8.self) }).count == 3)
                 let stillDead = try await store.deadLetters(queue: "partner")
                 #expect(stillDead == [untouched], "\(stillDead) vs \(untouched)")

@@ -15,7 +15,7 @@ final class RetriedGet: Component, GETRequestType, DataResponseType {
     }
 }
 
-@Suite("ManualClock says so when nobody advances it", .timeLimit(.minutes(1)))
+@Suite("ManualClock says so when nobody advances it", .timeLimit(.minutes(3)))
 struct ManualClockStallTests {
     @Test("a retry waiting on a clock nobody advances is reported with what waits and why")
     func reportsAStall() async throws {
@@ -34,7 +34,7 @@ struct ManualClockStallTests {
     }
 }
 
-@Suite("ManualClock: a sleep cancelled before it begins ends at once", .timeLimit(.minutes(1)))
+@Suite("ManualClock: a sleep cancelled before it begins ends at once", .timeLimit(.minutes(3)))
 struct ManualClockCancellationTests {
     final class Ended: Sendable {
         let count = Atomic(0)

@@ -179,7 +179,7 @@ struct ServerSentEventsTests {
 
     @Test(
         "events() on a request that already ran, or was cancelled, ends at once with cancelled",
-        .timeLimit(.minutes(1))
+        .timeLimit(.minutes(3))
     )
     func alreadyRan() async throws {
         try await withServer { server in

@@ -9,7 +9,7 @@ import Testing
 /// that matter (delimiters, quotes, escapes, spaces, tabs, letters of both cases, a non-ASCII
 /// letter), the same directives; and the facts a stored response's fields give do not depend on
 /// the order of unrelated fields or on one field given on two lines.
-@Suite("Cache-Control: the byte reader agrees with a character model", .timeLimit(.minutes(1)))
+@Suite("Cache-Control: the byte reader agrees with a character model", .timeLimit(.minutes(3)))
 struct CacheControlPropertyTests {
     /// The model: `name[=token|quoted-string]` items, names lower-cased, commas inside quotes kept.
     static func model(_ value: String) -> [(String, String?)] {

@@ -5,7 +5,7 @@ import Testing
 
 /// The cache's decisions, row by row, with no I/O (`CacheRules`, `CacheControl`, the freshness
 /// facts, `CacheKey`), and the in-memory store's LRU.
-@Suite("Response cache rules (no I/O)", .timeLimit(.minutes(1)))
+@Suite("Response cache rules (no I/O)", .timeLimit(.minutes(3)))
 struct CacheRulesTests {
     typealias Stored = CacheRules.Stored
 

@@ -7,7 +7,7 @@ import Testing
 
 /// The response cache against a server that sends what it should not: ages too large for an
 /// integer, a `304` for another version, responses made for another user's cookie, cookies.
-@Suite("Response cache against hostile servers", .timeLimit(.minutes(1)))
+@Suite("Response cache against hostile servers", .timeLimit(.minutes(3)))
 struct HostileCacheTests {
     private static func fields(_ pairs: [(String, String)]) -> HTTPFields {
         var fields = HTTPFields()

@@ -55,7 +55,7 @@ extension Response where Success == Data {
     var served: Served? { value.flatMap { try? JSONDecoder().decode(Served.self, from: $0) } }
 }
 
-@Suite("Response cache against BrickTestServer", .timeLimit(.minutes(1)))
+@Suite("Response cache against BrickTestServer", .timeLimit(.minutes(3)))
 struct ResponseCacheTests {
     @Test("a fresh stored response is delivered with no request to the server")
     func freshHit() async throws {

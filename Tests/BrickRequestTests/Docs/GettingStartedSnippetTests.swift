@@ -18,7 +18,7 @@ final class GetUserModel: Component, GETRequestType, NonAutoRetryType, Decodable
     }
 }
 
-@Suite("The Getting Started article's snippets", .timeLimit(.minutes(1)))
+@Suite("The Getting Started article's snippets", .timeLimit(.minutes(3)))
 struct GettingStartedSnippetTests {
     @Test("the DecodableResponseType example decodes into the user's type")
     func decodableExample() async throws {

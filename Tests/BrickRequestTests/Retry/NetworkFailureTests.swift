@@ -3,7 +3,7 @@ import Testing
 
 /// Every transport failure kind: its network class, and what the retry engine and the cache make
 /// of it. One rule (``NetworkFailure``) answers all of them.
-@Suite("NetworkFailure: one rule for 'is this a network failure?', as a table", .timeLimit(.minutes(1)))
+@Suite("NetworkFailure: one rule for 'is this a network failure?', as a table", .timeLimit(.minutes(3)))
 struct NetworkFailureTests {
     static let rows: [(TransportError.Kind, NetworkFailure)] = [
         (.notConnected, .offline),

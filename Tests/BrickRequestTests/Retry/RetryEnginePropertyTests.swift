@@ -8,7 +8,7 @@ import Testing
 /// wait that passes the call's time limit; never a retry of a request whose bytes went out when it
 /// is not idempotent; a `Retry-After` obeyed is waited out in full; parking spends no attempt and
 /// happens only while the destination is unreachable.
-@Suite("Retry engine: random histories", .timeLimit(.minutes(1)))
+@Suite("Retry engine: random histories", .timeLimit(.minutes(3)))
 struct RetryEnginePropertyTests {
     static let kinds: [TransportError.Kind] = [.cannotConnect, .connectionReset, .timedOut, .notConnected, .tls, .invalidResponse]
 

@@ -6,7 +6,7 @@ import Testing
 /// concurrency composed): attempts arrive, time passes, attempts end with random outcomes. A host
 /// the server paused (`Retry-After`) admits nothing before the pause's end; the concurrency cap is
 /// never passed; a caller left in line is in line (it leaves once, exactly).
-@Suite("Host traffic: random histories", .timeLimit(.minutes(1)))
+@Suite("Host traffic: random histories", .timeLimit(.minutes(3)))
 struct HostTrafficPropertyTests {
     /// 0: an attempt arrives (with a deadline when `detail` is even); 1: time passes (`detail`
     /// × 37 ms); 2: the oldest attempt in flight ends with outcome `detail % 5` (200, 429 with

@@ -7,7 +7,7 @@ import Testing
 /// The quiet host: first attempts to the session's first host admitted, and their successes
 /// counted, without traffic control's lock while nothing about the host can hold one back — and
 /// everything counted so arriving in the host's state before anything reads it.
-@Suite("Traffic control's quiet host", .timeLimit(.minutes(1)))
+@Suite("Traffic control's quiet host", .timeLimit(.minutes(3)))
 struct QuietHostTests {
     private let ok = TransportResponse(status: .ok)
 

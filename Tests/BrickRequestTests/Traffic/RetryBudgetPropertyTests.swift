@@ -9,7 +9,7 @@ import Testing
 /// it allows at `t` satisfies `retries in (t − window + bucket, t) + 1 ≤ ratio × firsts in
 /// (t − window, t] + minimumPerSecond × window`. A failing history is printed with its seed;
 /// keep it as a regression row below.
-@Suite("Retry budget: random histories", .timeLimit(.minutes(1)))
+@Suite("Retry budget: random histories", .timeLimit(.minutes(3)))
 struct RetryBudgetPropertyTests {
     /// One event: a first attempt (kind 0) or a retry asked for (kind 1), `milliseconds` after the
     /// one before.

@@ -365,7 +365,7 @@ struct TrafficControlTests {
         #expect(session.trafficState(forHost: "api.test")?.circuit == .closed)
     }
 
-    @Test("idle hosts are forgotten; a host with something learned is kept", .timeLimit(.minutes(1)))
+    @Test("idle hosts are forgotten; a host with something learned is kept", .timeLimit(.minutes(3)))
     func eviction() throws {
         let clock = ManualClock()
         let traffic = TrafficControl(policies: HostPolicies(), clock: SessionClock(clock)) { _ in }

@@ -5,7 +5,7 @@ import Testing
 
 /// The three traffic state machines and their composition, driven by hand-made times: no I/O, no
 /// clock, no sleeps (as `RetryEngineTests` drives the retry engine).
-@Suite("Traffic control state machines (no I/O)", .timeLimit(.minutes(1)))
+@Suite("Traffic control state machines (no I/O)", .timeLimit(.minutes(3)))
 struct TrafficStateMachineTests {
     static func s(_ seconds: Double) -> Duration { .milliseconds(Int64((seconds * 1000).rounded())) }
 

@@ -3,7 +3,7 @@ import BrickTestSupport
 import Foundation
 import Testing
 
-@Suite("Egress policy: the address classifier (pure), checked against Python's ipaddress", .timeLimit(.minutes(1)))
+@Suite("Egress policy: the address classifier (pure), checked against Python's ipaddress", .timeLimit(.minutes(3)))
 struct EgressPolicyClassifierTests {
     typealias Kind = IPAddress.Kind
 

@@ -2,7 +2,7 @@ import BrickRequest
 import HTTPTypes
 import Testing
 
-@Suite("Response header lines and netlink datagrams, read without I/O (tables)", .timeLimit(.minutes(1)))
+@Suite("Response header lines and netlink datagrams, read without I/O (tables)", .timeLimit(.minutes(3)))
 struct ResponseHeaderReaderTests {
     typealias Line = ResponseHeaderReader.Line
 

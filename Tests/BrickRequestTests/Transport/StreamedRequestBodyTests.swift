@@ -34,7 +34,7 @@ private func source(length: Int64?, chunks: Int, size: Int, byte: UInt8 = 9, rep
     }
 }
 
-@Suite("Streamed request bodies (RequestBodySource) against the loopback server", .timeLimit(.minutes(1)))
+@Suite("Streamed request bodies (RequestBodySource) against the loopback server", .timeLimit(.minutes(3)))
 struct StreamedRequestBodyTests {
     @Test("bytes, then a stream of known length: one body, sent with its Content-Length (not chunked)")
     func mixedSegmentsKnownLength() async throws {

@@ -1,7 +1,7 @@
 import BrickRequest
 import Testing
 
-@Suite("TLS failures described: what happened, before OpenSSL's text (table)", .timeLimit(.minutes(1)))
+@Suite("TLS failures described: what happened, before OpenSSL's text (table)", .timeLimit(.minutes(3)))
 struct TLSDescriptionTests {
     static let rows: [(code: Int, message: String, expected: String?)] = [
         (35, "OpenSSL/3.0.22: error:0A00042E:SSL routines::tlsv1 alert protocol version",
@@ -27,7 +27,7 @@ struct TLSDescriptionTests {
     }
 }
 
-@Suite("Timeouts named: connect, or the whole request's limit, before libcurl's text (table)", .timeLimit(.minutes(1)))
+@Suite("Timeouts named: connect, or the whole request's limit, before libcurl's text (table)", .timeLimit(.minutes(3)))
 struct TimeoutDescriptionTests {
     static let rows: [(code: Int, message: String, connected: Bool, prefix: String?)] = [
         (28, "Connection timed out after 500 milliseconds", false, "connect timeout: no connection was established in time: "),
@@ -48,7 +48,7 @@ struct TimeoutDescriptionTests {
     }
 }
 
-@Suite("HTTP/2 stream resets classified by their RFC 9113 code (table)", .timeLimit(.minutes(1)))
+@Suite("HTTP/2 stream resets classified by their RFC 9113 code (table)", .timeLimit(.minutes(3)))
 struct HTTP2StreamResetTests {
     static let rows: [(message: String, kind: TransportError.Kind, processed: Bool)] = [
         ("HTTP/2 stream 3 was not closed cleanly: REFUSED_STREAM (err 7)", .connectionReset, false),
@@ -73,7 +73,7 @@ struct HTTP2StreamResetTests {
     }
 }
 
-@Suite("libcurl giving up after its own tries: refused on every fresh connection, or maybe processed (table)", .timeLimit(.minutes(1)))
+@Suite("libcurl giving up after its own tries: refused on every fresh connection, or maybe processed (table)", .timeLimit(.minutes(3)))
 struct RetriesExhaustedTests {
     @Test("a transfer that never reused a connection was refused each time: nothing was processed")
     func freshConnection() throws {
@@ -94,7 +94,7 @@ struct RetriesExhaustedTests {
     }
 }
 
-@Suite("The DNS cache's key of a URL: host:port of a name, none for an address (table)", .timeLimit(.minutes(1)))
+@Suite("The DNS cache's key of a URL: host:port of a name, none for an address (table)", .timeLimit(.minutes(3)))
 struct DNSCacheNameTests {
     static let rows: [(url: String, name: String?)] = [
         ("http://api.example.com/v1?x=1", "api.example.com:80"),
