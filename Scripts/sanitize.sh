@@ -86,7 +86,7 @@ thread() {
     # No Swift backtracer under TSan: on a crash the two fight (a TSan CHECK failure), and the
     # backtracer was left hanging with swift test's pipe open. TSan reports on its own.
     TSAN_OPTIONS="suppressions=$PWD/.ci/tsan.supp halt_on_error=1 second_deadlock_stack=1 handle_sigill=1 handle_abort=1" SWIFT_BACKTRACE=enable=no \
-        run ThreadSanitizer --scratch-path .build-tsan --disable-index-store --sanitize=thread -Xswiftc -DBRICK_SANITIZER_LOCKS
+        run ThreadSanitizer --scratch-path .build-tsan --sanitize=thread -Xswiftc -DBRICK_SANITIZER_LOCKS
 }
 
 address() {
