@@ -7,7 +7,6 @@
 #                                  prints every thread's backtrace into LOG), then SIGKILL 30 s
 #                                  later, with every process it started. Returns swift test's
 #                                  status, or 124 when it ran out of time.
-#   failed_suites LOG              the test files (one regex, `A|B`) of the tests that recorded an issue
 #   crashes LOG                    the lines that say the test process crashed
 #   unfinished_tests LOG           the tests that started and never ended (a wedged run)
 #   asan_build                     the arguments of the one AddressSanitizer build (below)
@@ -63,8 +62,7 @@ bounded_test() {
 }
 
 # The lines of LOG that say a process crashed (a Swift runtime trap, a signal, a sanitizer's own
-# failure): printed by bounded_test, and a run with one is run again whole, never only its failed
-# suites (the crashed test may not be among them).
+# failure): printed by bounded_test.
 crashes() {
     grep -E "Fatal error:|^\*\*\* (Program crashed|Signal)|CHECK failed:|ERROR: ThreadSanitizer|^Crash: " "$1" | head -5 || true
 }
@@ -76,11 +74,7 @@ process_tree() {
     echo "$1"
 }
 
-failed_suites() {
-    grep -oE "recorded an issue (with [^ ]+ argument[^ ]* .* )?at [A-Za-z0-9_+]+\.swift" "$1" \
-        | grep -oE "[A-Za-z0-9_+]+\.swift$" | sed 's/\.swift$//' | sort -u | paste -sd'|' - || true
-}
-
+# The tests that started and never ended (a wedged run).
 unfinished_tests() {
     python3 - "$1" <<'PYTHON'
 import re, sys

@@ -51,27 +51,6 @@ run() {
     status=0
     bounded_test "$limit" "$scratch/sanitize.log" --skip-build "$@" ${filter[@]+"${filter[@]}"} || status=$?
     grep -E "^(✔|✘|━) Test run" "$scratch/sanitize.log" || true
-    if [ "$status" -ne 0 ] && ! grep -q -E "WARNING: ThreadSanitizer|ERROR: AddressSanitizer" "$scratch/sanitize.log"; then
-        # No sanitizer report, only tests that failed (or a run that ran out of time): under a
-        # sanitizer's 5-15x slowdown a time bound can be missed. Their suites (all of them, after a
-        # wedge) run once more, alone; a report there still fails.
-        local suites rerun=0 again=(${filter[@]+"${filter[@]}"})
-        suites=$(failed_suites "$scratch/sanitize.log")
-        if [ "$status" -eq 124 ] || [ "$status" -eq 131 ] || [ "$status" -eq 137 ] || [ -n "$(crashes "$scratch/sanitize.log")" ]; then
-            echo "sanitize: $name: the run ran out of time or crashed (above); running it once more"
-            rerun=1
-        elif [ -n "$suites" ]; then
-            echo "sanitize: $name: tests failed without a report; running their suites again alone: $suites"
-            again+=(--filter "$suites")
-            rerun=1
-        fi
-        if [ "$rerun" -eq 1 ]; then
-            status=0
-            bounded_test "$limit" "$scratch/sanitize-again.log" --skip-build "$@" ${again[@]+"${again[@]}"} || status=$?
-            grep -E "^(✔|✘|━) Test run" "$scratch/sanitize-again.log" || true
-            cat "$scratch/sanitize-again.log" >> "$scratch/sanitize.log"
-        fi
-    fi
     if [ "$status" -ne 0 ]; then
         grep -m1 -A40 -E "WARNING: ThreadSanitizer|ERROR: AddressSanitizer" "$scratch/sanitize.log" || true
         grep -E "^✘ Test .* recorded an issue" "$scratch/sanitize.log" | head -20 || true

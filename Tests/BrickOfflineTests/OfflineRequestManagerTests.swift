@@ -245,10 +245,10 @@ struct OfflineRequestManagerTests {
             let listener = Listener()
             manager.delegate = listener
             let events = manager.events
-            let started = ContinuousClock.now
             try await manager.queueRequest(MockRequest(name: "stalled"))
+            // A stalled request never ends by itself: its failure is the time limit's (the event is
+            // the proof; how soon it came is the machine's — a loaded run took over 2 s).
             for await event in events { if case .failed = event { break } }
-            #expect(ContinuousClock.now - started < .seconds(2))
             #expect(listener.log.withLock { $0.last } == "failed stalled at 1.0: Offline Request Timed Out")
         }
     }
@@ -315,12 +315,13 @@ struct OfflineRequestManagerTests {
     func longAttemptKeepsItsLease(kind: StoreKind) async throws {
         try await withStorePlace(kind) { place in
             MockRequest.board = MockBoard()
-            // A lease of 600 ms, extended every 200 ms, under a run of 2.5 s: a loaded machine (a whole
-            // suite, a PostgreSQL server on the same two cores) delayed one extension of a 300 ms
-            // lease past its end once.
-            MockRequest.board.set("long") { $0.runsFor = .milliseconds(2500) }
+            // A lease of 5 s, extended every 1.7 s, under a run of 12 s (more than two leases): a
+            // loaded machine (a whole suite starting every test at once beside a second build, a
+            // PostgreSQL server on the same two cores) starved the lease keeper past the end of a
+            // 300 ms and then of a 600 ms lease; the extension is what is tested, not its latency.
+            MockRequest.board.set("long") { $0.runsFor = .seconds(12) }
             let manager = try await Self.manager(place, cap: 4)
-            manager.leaseDuration = .milliseconds(600)
+            manager.leaseDuration = .seconds(5)
             let events = manager.events
             try await manager.queueRequest(MockRequest(name: "long"))
             // Others queued while it runs wake the loop, which leases whatever is due.

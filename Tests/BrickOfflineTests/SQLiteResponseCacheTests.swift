@@ -511,15 +511,28 @@ struct SQLiteResponseCacheTests {
             for cycle in 0..<8 {
                 let probe = try CrashTests.Probe(["cache-write", directory.path, "crash"])
                 let reader = try SQLiteResponseCache(name: "crash", directory: directory, maxBytes: 64 * 1024 * 1024)
-                let deadline = ContinuousClock.now + .milliseconds(Int.random(in: 300...700))
-                while ContinuousClock.now < deadline {
-                    // Reading while the other process writes: every response read is whole.
+                // Reading while the other process writes, until it has acknowledged 8 stores (an
+                // event: a fixed 300–700 ms left a slow-starting writer under ThreadSanitizer on a
+                // loaded machine with too few) and a random moment after, mid-write.
+                var killAt: ContinuousClock.Instant?
+                let giveUp = ContinuousClock.now + .seconds(60)
+                while killAt.map({ ContinuousClock.now < $0 }) ?? true {
+                    // Every response read is whole.
                     for index in 0..<50 {
                         for response in try reader.cachedResponses(for: key("http://probe/k/\(index)")) {
                             #expect(response.headerFields[HTTPField.Name("X-Digest")!] == fnv1a(response.body))
                             checked += 1
                         }
                     }
+                    if killAt == nil, probe.lines().filter({ $0.hasPrefix("ack ") }).count >= 8 {
+                        killAt = ContinuousClock.now + .milliseconds(Int.random(in: 0...300))
+                    }
+                    if killAt == nil, ContinuousClock.now > giveUp {
+                        Issue.record("cycle \(cycle): the writer acknowledged fewer than 8 stores in 60 s")
+                        break
+                    }
+                    // The other tests' turn: this loop runs on a cooperative thread.
+                    await Task.yield()
                 }
                 let lines = await probe.kill()
                 acknowledged += lines.filter { $0.hasPrefix("ack ") }.count
