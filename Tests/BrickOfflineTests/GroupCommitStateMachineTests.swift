@@ -85,16 +85,18 @@ struct GroupCommitRefusalTests {
             Thread {
                 try? holder.inTransaction(.exclusive) { _ in
                     locked.signal()
-                    // Until the 15 wait (never longer than 30 s: a failure, not a hang).
-                    for _ in 0..<30_000 where store.groupCommit.waitingCount < 15 { usleep(1000) }
+                    // Until the 15 wait (never longer than 2 minutes: a failure, not a hang).
+                    let deadline = Date().addingTimeInterval(120)
+                    while store.groupCommit.waitingCount < 15 && Date() < deadline { usleep(1000) }
                     gathered.withLock { $0 = store.groupCommit.waitingCount >= 15 }
                     return .commit
                 }
                 try? holder.close()
                 released.signal()
             }.start()
+            // On a thread of its own: `DispatchQueue.global()` is the cooperative pool's queue on Linux.
             await withCheckedContinuation { continuation in
-                DispatchQueue.global().async {
+                Thread.detachNewThread {
                     locked.wait()
                     continuation.resume()
                 }

@@ -61,11 +61,12 @@ func completionThread(of transport: CurlTransport, request: TransportRequest) as
     }
 }
 
-/// Waits for `semaphore` on a Dispatch thread, so that the awaiting task's thread stays free;
-/// returns whether it was signalled within `seconds`.
-func signalled(_ semaphore: DispatchSemaphore, within seconds: Double = 20) async -> Bool {
+/// Waits for `semaphore` on a thread of its own, so that no cooperative thread waits (on Linux
+/// `DispatchQueue.global()` is the cooperative pool's own queue: a wait there held one of its two
+/// threads); returns whether it was signalled within `seconds` (generous: a bound, not a speed).
+func signalled(_ semaphore: DispatchSemaphore, within seconds: Double = 60) async -> Bool {
     await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-        DispatchQueue.global().async {
+        Thread.detachNewThread {
             continuation.resume(returning: semaphore.wait(timeout: .now() + seconds) == .success)
         }
     }

@@ -159,8 +159,10 @@ struct TrafficControlTests {
         configuration.hostPolicies.default.whenLimited = .wait(atMost: .seconds(5))
         let session = Session(configuration: configuration)
         let url = server.baseURL + "/busy"
-        #expect(await errorCode { try await Flaky(url, session: session, retry: Self.noRetry).value } == .unacceptableStatusCode)
+        // Before the 503 arrives: its pause ends 120 s after it arrived, so at least 120 s after
+        // this (taken after the first call, a starved start of a loaded run put 22 s between).
         let started = Date()
+        #expect(await errorCode { try await Flaky(url, session: session, retry: Self.noRetry).value } == .unacceptableStatusCode)
         let error = await #expect(throws: BrickError.self) { try await Flaky(url, session: session, retry: Self.noRetry).value }
         #expect(error?.code == .hostPaused)
         let until = try #require(error?.notBefore)

@@ -139,7 +139,7 @@ struct ResumedTaskTests {
                     let name = currentThreadName()
                     started.signal()
                     guard name == "brick-curl" else { return (name, true) }
-                    return (name, answered.wait(timeout: .now() + 20) == .success)
+                    return (name, answered.wait(timeout: .now() + 60) == .success)
                 }
                 #expect(await signalled(started))
                 _ = transport.start(request) { result in

@@ -93,7 +93,7 @@ struct StallTakeoverTests {
                         #expect((try? result.get())?.body?.count == 16)
                         other.signal()
                     }
-                    continuation.resume(returning: other.wait(timeout: .now() + 20) == .success)
+                    continuation.resume(returning: other.wait(timeout: .now() + 60) == .success)
                 }.resume()
             }
             #expect(waited)
@@ -149,7 +149,7 @@ struct StallTakeoverTests {
             let blocked = Task(executorPreference: transport.taskExecutor) { () -> Bool in
                 started.signal()
                 // Blocks the thread it runs on until the transport answers another request.
-                return answered.wait(timeout: .now() + 20) == .success
+                return answered.wait(timeout: .now() + 60) == .success
             }
             #expect(await signalled(started))
             _ = transport.start(request) { result in
