@@ -71,7 +71,10 @@ struct GroupCommitRefusalTests {
     @Test("16 adds held behind another connection's write lock commit together; the two refused refuse only themselves")
     func refusalInAGroup() async throws {
         try await withDirectory { directory in
-            let store = try await SQLiteOfflineStore.open(name: "q", directory: directory)
+            // The first add's commit waits for the lock while the other 15 gather behind it: under
+            // ThreadSanitizer on a loaded machine their 15 threads took longer than the store's 5 s
+            // wait (all 16 refused as busy). The wait here outlasts the holder's own 2-minute bound.
+            let store = try await SQLiteOfflineStore.open(name: "q", directory: directory, busyTimeoutMilliseconds: 150_000)
             _ = try await store.add(
                 [OfflineEntry.Draft(queue: "q", payload: Data("taken".utf8), dedupeKey: "taken", createdAt: Date())],
                 dedupe: .reject

@@ -21,7 +21,7 @@ extension SQLiteOfflineStore {
             // back and written again with each batch in a savepoint of its own (two statements per
             // batch the common case does without), on the writer queue.
             do {
-                return try Self.commitHere(batches, pool: self.pool)
+                return try Self.commitHere(batches, pool: self.pool, busyTimeoutMilliseconds: self.busyTimeoutMilliseconds)
             } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
                 self.busyHandoffs.add(1, ordering: .relaxed)
                 do {
@@ -45,9 +45,13 @@ extension SQLiteOfflineStore {
 
     /// Writes `batches` in one transaction on this thread, failing with `SQLITE_BUSY` at once when
     /// another connection holds the write lock (synchronous: GRDB's blocking write, not its async one).
-    private static func commitHere(_ batches: [GroupCommit.Batch], pool: DatabasePool) throws -> [BatchResult] {
+    private static func commitHere(
+        _ batches: [GroupCommit.Batch],
+        pool: DatabasePool,
+        busyTimeoutMilliseconds: Int
+    ) throws -> [BatchResult] {
         try pool.writeWithoutTransaction { db -> [BatchResult] in
-            try withoutWaitingForLocks(db) {
+            try withoutWaitingForLocks(db, busyTimeoutMilliseconds: busyTimeoutMilliseconds) {
                 var results: [BatchResult] = []
                 try db.inTransaction(.immediate) {
                     results = try batches.map { .success(try insert($0, into: db)) }
@@ -59,8 +63,12 @@ extension SQLiteOfflineStore {
     }
 
     /// Runs `body` with SQLite's busy timeout at zero (a lock held elsewhere fails at once with
-    /// `SQLITE_BUSY`), then sets it back to the store's 5 s.
-    private static func withoutWaitingForLocks<T>(_ db: Database, _ body: () throws -> T) throws -> T {
+    /// `SQLITE_BUSY`), then sets it back to the store's `busyTimeoutMilliseconds`.
+    private static func withoutWaitingForLocks<T>(
+        _ db: Database,
+        busyTimeoutMilliseconds: Int,
+        _ body: () throws -> T
+    ) throws -> T {
         // The C call, not a PRAGMA statement: nothing to parse on every commit. (The busy timeout
         // GRDB's `busyMode` sets is the same setting.)
         sqlite3_busy_timeout(db.sqliteConnection, 0)

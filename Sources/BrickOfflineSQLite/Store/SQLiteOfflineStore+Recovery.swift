@@ -49,7 +49,7 @@ extension SQLiteOfflineStore {
             var configuration = Configuration()
             configuration.label = "BrickOffline.inspection"
             configuration.readonly = access == .read
-            configuration.busyMode = .timeout(Double(busyTimeoutMilliseconds) / 1000)
+            configuration.busyMode = .timeout(Double(defaultBusyTimeoutMilliseconds) / 1000)
             let pool = try DatabasePool(path: path, configuration: configuration)
             try pool.read(SQLiteFiles.quickCheck)
             return SQLiteOfflineStore(inspecting: path, pool: pool, lockDescriptor: lockDescriptor)

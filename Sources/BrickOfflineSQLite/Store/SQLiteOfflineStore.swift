@@ -70,8 +70,11 @@ public final class SQLiteOfflineStore: OfflineStore {
     /// Group-commit rounds that found SQLite's write lock held elsewhere and went to the writer
     /// queue to wait (for tests and diagnostics).
     package let busyHandoffs = Atomic<Int>(0)
-    /// How long a write waits for SQLite's lock held by another connection.
-    static let busyTimeoutMilliseconds = 5000
+    /// How long a write waits for SQLite's lock held by another connection, unless opened with
+    /// another (``open(name:directory:synchronous:busyTimeoutMilliseconds:)``, for tests).
+    static let defaultBusyTimeoutMilliseconds = 5000
+    /// How long this store's writes wait for SQLite's lock held by another connection.
+    let busyTimeoutMilliseconds: Int
 
     let pool: DatabasePool
     package let groupCommit = GroupCommit()
@@ -100,7 +103,12 @@ public final class SQLiteOfflineStore: OfflineStore {
             if attempt < Self.lockAttempts - 1 { usleep(10_000) }
         }
         guard let descriptor else { throw Self.heldElsewhere(path) }
-        try self.init(path: path, lockDescriptor: descriptor, synchronous: synchronous)
+        try self.init(
+            path: path,
+            lockDescriptor: descriptor,
+            synchronous: synchronous,
+            busyTimeoutMilliseconds: Self.defaultBusyTimeoutMilliseconds
+        )
     }
 
     /// Opens (or creates) the store `name` in `directory`, as ``init(name:directory:synchronous:)``
@@ -116,10 +124,27 @@ public final class SQLiteOfflineStore: OfflineStore {
     public static func open(name: String, directory: URL, synchronous: Synchronous = .full) async throws
         -> SQLiteOfflineStore
     {
+        try await open(name: name, directory: directory, synchronous: synchronous, busyTimeoutMilliseconds: defaultBusyTimeoutMilliseconds)
+    }
+
+    /// ``open(name:directory:synchronous:)`` with another wait for a write lock held by another
+    /// connection than the 5 s every store uses (for tests that hold it on purpose on a loaded
+    /// machine).
+    package static func open(
+        name: String,
+        directory: URL,
+        synchronous: Synchronous = .full,
+        busyTimeoutMilliseconds: Int
+    ) async throws -> SQLiteOfflineStore {
         let path = try Self.path(name: name, directory: directory)
         for attempt in 0..<lockAttempts {
             if let descriptor = try tryLock(path + ".lock") {
-                return try SQLiteOfflineStore(path: path, lockDescriptor: descriptor, synchronous: synchronous)
+                return try SQLiteOfflineStore(
+                    path: path,
+                    lockDescriptor: descriptor,
+                    synchronous: synchronous,
+                    busyTimeoutMilliseconds: busyTimeoutMilliseconds
+                )
             }
             if attempt < lockAttempts - 1 { try await Task.sleep(for: .milliseconds(10)) }
         }
@@ -148,16 +173,17 @@ public final class SQLiteOfflineStore: OfflineStore {
     }
 
     /// Opens the store at `path`, whose lock `lockDescriptor` holds (closed here on failure).
-    private init(path: String, lockDescriptor: Int32, synchronous: Synchronous) throws {
+    private init(path: String, lockDescriptor: Int32, synchronous: Synchronous, busyTimeoutMilliseconds: Int) throws {
         self.path = path
         self.lockDescriptor = lockDescriptor
+        self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         do {
             var recovered: String? = nil
             var carried = Carried(entries: 0, unreadable: 0)
             var opened: (DatabasePool, Int)
             do {
                 try Self.checkReadable(path, creating: true)
-                opened = try Self.open(path, synchronous: synchronous)
+                opened = try Self.open(path, synchronous: synchronous, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
             } catch let error as DatabaseError
                 where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
             {
@@ -166,7 +192,7 @@ public final class SQLiteOfflineStore: OfflineStore {
                     OfflineStoreError(.io, message: "cannot move the damaged store \(file) aside: \($0)")
                 }
                 recovered = aside
-                opened = try Self.open(path, synchronous: synchronous)
+                opened = try Self.open(path, synchronous: synchronous, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
                 carried = Self.carryOver(from: aside, into: opened.0)
                 opened.1 += try opened.0.write { db in try Self.repairRows(in: db) }
             }
@@ -186,6 +212,7 @@ public final class SQLiteOfflineStore: OfflineStore {
         self.path = path
         self.pool = pool
         self.lockDescriptor = lockDescriptor
+        busyTimeoutMilliseconds = Self.defaultBusyTimeoutMilliseconds
         recoveredFile = nil
         recoveredEntries = 0
         unreadableEntries = 0
@@ -220,7 +247,7 @@ public final class SQLiteOfflineStore: OfflineStore {
         return nil
     }
 
-    private static func open(_ path: String, synchronous: Synchronous) throws -> (DatabasePool, Int) {
+    private static func open(_ path: String, synchronous: Synchronous, busyTimeoutMilliseconds: Int) throws -> (DatabasePool, Int) {
         SQLiteFiles.createPrivate(path)
         var configuration = Configuration()
         configuration.label = "BrickOffline"
