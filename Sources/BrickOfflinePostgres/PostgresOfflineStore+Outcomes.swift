@@ -53,8 +53,9 @@ extension PostgresOfflineStore {
         var lease: UUID
     }
 
-    /// One statement for the whole batch: the deletions, reschedules and burials whose lease
-    /// still holds, and the counters; returns the entries it changed.
+    /// One statement for the whole batch (the schema's `settle` function, migration 6): the
+    /// deletions, reschedules and burials whose lease still holds, and the counters; returns the
+    /// entries it changed.
     private func writeBatch(_ batch: [Outcome]) async throws -> Set<LeasedEntry> {
         let prune = deliveryCountsPruneDue()
         let ids = batch.map(\.id)
@@ -73,48 +74,13 @@ extension PostgresOfflineStore {
         return try await run("write attempt outcomes") { [self] in
             var changed: Set<LeasedEntry> = []
             var queues: Set<String> = []
+            // One call of the schema's `settle` (migration 6): its plans are cached by the session.
             let rows = try await client.query(
                 """
-                WITH input AS (
-                    SELECT * FROM unnest(\(ids)::uuid[], \(leases)::uuid[], \(kinds)::int8[], \(notBefore)::timestamptz[],
-                                         \(counts)::bool[], \(hasAttempt)::bool[], \(attemptAt)::timestamptz[],
-                                         \(hasStatus)::bool[], \(status)::int8[], \(hasError)::bool[], \(error)::text[],
-                                         \(reason)::text[])
-                        AS t(id, lease, kind, not_before, counts, has_attempt, attempt_at, has_status, status,
-                             has_error, error, reason)),
-                deleted AS (
-                    DELETE FROM \(unescaped: s).entry e USING input i
-                    WHERE i.kind = 0 AND e.id = i.id AND e.lease_token = i.lease
-                    RETURNING i.id, i.lease, e.queue, 1 AS delivered, 0 AS failed),
-                rescheduled AS (
-                    UPDATE \(unescaped: s).entry e SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                        not_before = greatest(e.not_before, i.not_before), paused_until = i.not_before,
-                        attempts = e.attempts + CASE WHEN i.counts THEN 1 ELSE 0 END,
-                        last_attempt_at = i.attempt_at,
-                        last_status = CASE WHEN i.has_status THEN i.status END,
-                        last_error = CASE WHEN i.has_error THEN i.error END
-                    FROM input i WHERE i.kind = 1 AND e.id = i.id AND e.lease_token = i.lease
-                    RETURNING i.id, i.lease, e.queue, 0 AS delivered, CASE WHEN i.counts THEN 1 ELSE 0 END AS failed),
-                buried AS (
-                    UPDATE \(unescaped: s).entry e SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                        dead_at = CASE WHEN i.has_attempt THEN i.attempt_at ELSE clock_timestamp() END,
-                        dead_reason = i.reason,
-                        attempts = e.attempts + CASE WHEN i.counts THEN 1 ELSE 0 END,
-                        last_attempt_at = CASE WHEN i.has_attempt THEN i.attempt_at ELSE e.last_attempt_at END,
-                        last_status = CASE WHEN i.has_status THEN i.status ELSE e.last_status END,
-                        last_error = CASE WHEN i.has_error THEN i.error ELSE e.last_error END
-                    FROM input i WHERE i.kind = 2 AND e.id = i.id AND e.lease_token = i.lease
-                    RETURNING i.id, i.lease, e.queue, 0 AS delivered, CASE WHEN i.counts THEN 1 ELSE 0 END AS failed),
-                done AS (SELECT * FROM deleted UNION ALL SELECT * FROM rescheduled UNION ALL SELECT * FROM buried),
-                counted AS (
-                    INSERT INTO \(unescaped: s).delivery_minute AS m (queue, minute, worker, delivered, failed)
-                    SELECT queue, date_trunc('minute', clock_timestamp()), \(workerName), sum(delivered), sum(failed)
-                    FROM done GROUP BY queue HAVING sum(delivered) + sum(failed) > 0
-                    ON CONFLICT (queue, minute, worker) DO UPDATE
-                    SET delivered = m.delivered + excluded.delivered, failed = m.failed + excluded.failed),
-                pruned AS (DELETE FROM \(unescaped: s).delivery_minute
-                           WHERE \(prune) AND minute < clock_timestamp() - interval '1 day')
-                SELECT id, lease, queue FROM done
+                SELECT * FROM \(unescaped: s).settle(
+                    \(ids)::uuid[], \(leases)::uuid[], \(kinds)::int8[], \(notBefore)::timestamptz[], \(counts)::bool[],
+                    \(hasAttempt)::bool[], \(attemptAt)::timestamptz[], \(hasStatus)::bool[], \(status)::int8[],
+                    \(hasError)::bool[], \(error)::text[], \(reason)::text[], \(workerName), \(prune))
                 """,
                 logger: logger
             )
