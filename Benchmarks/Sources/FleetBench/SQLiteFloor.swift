@@ -2,6 +2,7 @@ import BrickOffline
 import BrickRequest
 import Foundation
 import GRDBSQLite
+import Synchronization
 
 /// The SQLite queue's deliveries and its raw floor, for the same run as PostgreSQL's.
 enum SQLiteDeliveries {
@@ -17,11 +18,22 @@ enum SQLiteDeliveries {
             drafts.append(try queue.draft(Post(url: base + "/post?s=\(index)"), options: .init()))
         }
         _ = try await store.add(drafts, dedupe: .reject)
+        // The end is seen from the queue's events, not by counting the table (as for PostgreSQL).
+        let delivered = Mutex(0)
+        let events = queue.events
+        let listener = Task {
+            for await event in events {
+                if case .delivered = event { delivered.withLock { $0 += 1 } }
+            }
+        }
         let started = ContinuousClock.now
         queue.startProcessing()
-        while try await store.count(queue: "hooks") > 0 { try await Task.sleep(for: .milliseconds(5)) }
+        while delivered.withLock({ $0 }) < total { try await Task.sleep(for: .milliseconds(2)) }
         let elapsed = ContinuousClock.now - started
         await queue.close(gracePeriod: .seconds(1))
+        listener.cancel()
+        let left = try await store.count(queue: "hooks")
+        guard left == 0 else { fatalError("\(left) entries left after \(total) deliveries were reported") }
         return Double(total) / seconds(elapsed)
     }
 

@@ -155,13 +155,16 @@ extension SQLiteOfflineStore {
         // Looked for first without the write lock, so that a worker with nothing due does not
         // hold up concurrent adds.
         let due = try await read("look for due entries") { db in
+            // Cached statements on the per-delivery paths: compiling one (and GRDB's authorizer
+            // walk over it) cost more than running it.
             try Bool.fetchOne(
-                db,
-                sql: """
-                    SELECT EXISTS (SELECT 1 FROM entry
-                    WHERE queue = ? AND deadAt IS NULL AND notBefore <= ?
-                      AND (leaseToken IS NULL OR leaseExpiresAt <= ?))
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT EXISTS (SELECT 1 FROM entry
+                        WHERE queue = ? AND deadAt IS NULL AND notBefore <= ?
+                          AND (leaseToken IS NULL OR leaseExpiresAt <= ?))
+                        """
+                ),
                 arguments: [queue, moment, moment]
             ) ?? false
         }
@@ -170,23 +173,24 @@ extension SQLiteOfflineStore {
             var limit = limit
             if cap < Int.max {
                 let held = try Int.fetchOne(
-                    db,
-                    sql: "SELECT COUNT(*) FROM entry WHERE queue = ? AND deadAt IS NULL AND leaseExpiresAt > ?",
+                    db.cachedStatement(sql: "SELECT COUNT(*) FROM entry WHERE queue = ? AND deadAt IS NULL AND leaseExpiresAt > ?"),
                     arguments: [queue, moment]
                 ) ?? 0
                 limit = min(limit, cap - held)
             }
             guard limit > 0 else { return [] }
             let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT * FROM entry
-                    WHERE queue = ? AND deadAt IS NULL AND notBefore <= ?
-                      AND (leaseToken IS NULL OR leaseExpiresAt <= ?)
-                    ORDER BY sequence LIMIT ?
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT * FROM entry
+                        WHERE queue = ? AND deadAt IS NULL AND notBefore <= ?
+                          AND (leaseToken IS NULL OR leaseExpiresAt <= ?)
+                        ORDER BY sequence LIMIT ?
+                        """
+                ),
                 arguments: [queue, moment, moment, limit]
             )
+            let take = try db.cachedStatement(sql: "UPDATE entry SET leaseToken = ?, leaseExpiresAt = ? WHERE sequence = ?")
             var leased: [OfflineEntry] = []
             let lease = OfflineEntry.Lease(token: UUID(uuidString: token)!, expiresAt: Date(timeIntervalSince1970: expiry))
             for row in rows {
@@ -199,10 +203,7 @@ extension SQLiteOfflineStore {
                     self.damagedRows.add(1, ordering: .relaxed)
                     continue
                 }
-                try db.execute(
-                    sql: "UPDATE entry SET leaseToken = ?, leaseExpiresAt = ? WHERE sequence = ?",
-                    arguments: [token, expiry, entry.sequence]
-                )
+                try take.execute(arguments: [token, expiry, entry.sequence])
                 leased.append(entry)
             }
             return leased
@@ -332,10 +333,8 @@ extension SQLiteOfflineStore {
     public func complete(_ id: OfflineEntry.ID, lease: UUID) async throws -> Bool {
         try await writeOutcome("remove a delivered entry") { [self] db in
             try count(delivered: true, id: id, lease: lease, in: db)
-            try db.execute(
-                sql: "DELETE FROM entry WHERE id = ? AND leaseToken = ?",
-                arguments: [id.uuidString, lease.uuidString]
-            )
+            try db.cachedStatement(sql: "DELETE FROM entry WHERE id = ? AND leaseToken = ?")
+                .execute(arguments: [id.uuidString, lease.uuidString])
             return db.changesCount == 1
         }
     }
@@ -349,13 +348,14 @@ extension SQLiteOfflineStore {
     ) async throws -> Bool {
         try await writeOutcome("reschedule an entry") { [self] db in
             if countsAttempt { try count(delivered: false, id: id, lease: lease, in: db) }
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE entry SET leaseToken = NULL, leaseExpiresAt = NULL,
                         notBefore = MAX(notBefore, ?), pausedUntil = ?, attempts = attempts + ?,
                         lastAttemptAt = ?, lastStatus = ?, lastError = ?
                     WHERE id = ? AND leaseToken = ?
-                    """,
+                    """
+            ).execute(
                 arguments: [
                     notBefore.timeIntervalSince1970, notBefore.timeIntervalSince1970, countsAttempt ? 1 : 0,
                     attempt.date.timeIntervalSince1970, attempt.status, attempt.error,
@@ -376,14 +376,15 @@ extension SQLiteOfflineStore {
         let now = Date().timeIntervalSince1970
         return try await writeOutcome("set an entry aside") { [self] db in
             if countsAttempt { try count(delivered: false, id: id, lease: lease, in: db) }
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE entry SET leaseToken = NULL, leaseExpiresAt = NULL, deadAt = ?, deadReason = ?,
                         attempts = attempts + ?,
                         lastAttemptAt = COALESCE(?, lastAttemptAt), lastStatus = COALESCE(?, lastStatus),
                         lastError = COALESCE(?, lastError)
                     WHERE id = ? AND leaseToken = ?
-                    """,
+                    """
+            ).execute(
                 arguments: [
                     attempt?.date.timeIntervalSince1970 ?? now, reason, countsAttempt ? 1 : 0,
                     attempt?.date.timeIntervalSince1970, attempt?.status, attempt?.error,

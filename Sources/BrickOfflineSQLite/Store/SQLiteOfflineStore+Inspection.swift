@@ -155,14 +155,13 @@ extension SQLiteOfflineStore: InspectableOfflineStore {
     /// at most once a minute.
     func count(delivered: Bool, id: OfflineEntry.ID, lease: UUID, in db: Database) throws {
         let minute = Int64((Date().timeIntervalSince1970 / 60).rounded(.down))
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO deliveryMinute (queue, minute, delivered, failed)
                 SELECT queue, ?, ?, ? FROM entry WHERE id = ? AND leaseToken = ?
                 ON CONFLICT (queue, minute) DO UPDATE SET delivered = delivered + excluded.delivered, failed = failed + excluded.failed
-                """,
-            arguments: [minute, delivered ? 1 : 0, delivered ? 0 : 1, id.uuidString, lease.uuidString]
-        )
+                """
+        ).execute(arguments: [minute, delivered ? 1 : 0, delivered ? 0 : 1, id.uuidString, lease.uuidString])
         if prunedMinute.exchange(minute, ordering: .relaxed) != minute {
             try db.execute(sql: "DELETE FROM deliveryMinute WHERE minute < ?", arguments: [minute - 24 * 60])
         }
