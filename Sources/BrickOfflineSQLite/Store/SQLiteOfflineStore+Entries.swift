@@ -115,8 +115,7 @@ extension SQLiteOfflineStore {
         for draft in batch.drafts {
             if let key = draft.dedupeKey,
                 let existing = try Row.fetchOne(
-                    db,
-                    sql: "SELECT sequence, leaseToken FROM entry WHERE queue = ? AND dedupeKey = ? AND deadAt IS NULL",
+                    db.cachedStatement(sql: "SELECT sequence, leaseToken FROM entry WHERE queue = ? AND dedupeKey = ? AND deadAt IS NULL"),
                     arguments: [draft.queue, key]
                 )
             {
