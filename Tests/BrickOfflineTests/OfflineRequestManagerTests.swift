@@ -34,11 +34,20 @@ struct TestFailure: Error, Equatable { var domain = "test"; var code = -1 }
 /// with its board's error (if any); a stalled one never completes.
 struct MockRequest: OfflineRequest {
     static let kind = "test.mock"
-    nonisolated(unsafe) static var board = MockBoard()
+    /// The board of the test running now. Behind a lock: an attempt a previous test left running
+    /// (a stalled one, cancelled) may still read it while the next test sets its own (a data race
+    /// ThreadSanitizer found when the board was a bare static).
+    private static let current = Lock(MockBoard())
+    static var board: MockBoard {
+        get { current.withLock { $0 } }
+        set { current.withLock { $0 = newValue } }
+    }
     var name: String
     var board: MockBoard { Self.board }
 
     func perform(_ context: OfflineRequestContext) async throws {
+        // One board for the whole attempt: its end is counted where its start was.
+        let board = self.board
         board.set(name) {
             $0.performed += 1
             $0.running += 1
