@@ -19,7 +19,7 @@ struct OutcomeBatchTests {
     func batch() async throws {
         try await withFleetStore { store, running in
             _ = try await addEntries(60, to: store, queue: "batch", url: { "http://127.0.0.1:9/post?n=\($0)" })
-            let leased = try await store.lease(queue: "batch", limit: 60, cap: 60, now: Date(), for: .seconds(60))
+            let leased = try await store.lease(queue: "batch", limit: 60, cap: 60, now: Date(), for: .seconds(3600))
             try #require(leased.count == 60)
             let attempt = OfflineEntry.AttemptRecord(date: Date(), status: 503, error: nil)
             // Another connection holds the entry table: the first outcome's statement waits, and the

@@ -109,7 +109,7 @@ struct DamagedStoreTests {
     func lowerCaseID() async throws {
         try await withDirectory { directory in
             let (store, first, _) = try await damagedStore(in: directory, column: "id", sql: "lower(id)")
-            let leased = try await store.lease(queue: "q", limit: 10, now: Date(), for: .seconds(60))
+            let leased = try await store.lease(queue: "q", limit: 10, now: Date(), for: .seconds(3600))
             #expect(leased.count == 2)
             for entry in leased { #expect(try await store.complete(entry.id, lease: entry.lease!.token)) }
             #expect(leased.map(\.id).contains(first))
@@ -123,7 +123,7 @@ struct DamagedStoreTests {
         try await withDirectory { directory in
             let (store, _, second) = try await damagedStore(in: directory, column: "id", sql: "'not-a-uuid'")
             #expect(store.damagedRowsSetAside == 1)
-            let leased = try await store.lease(queue: "q", limit: 10, now: Date(), for: .seconds(60))
+            let leased = try await store.lease(queue: "q", limit: 10, now: Date(), for: .seconds(3600))
             #expect(leased.map(\.id) == [second])
             let dead = try await store.deadLetters(queue: "q")
             #expect(dead.count == 1)
