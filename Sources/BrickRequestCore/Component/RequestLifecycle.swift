@@ -72,9 +72,16 @@ package final class RequestLifecycle: Sendable {
 
     /// Records what is in flight — a transfer, or a retry wait — so ``cancel()`` can stop it; cancels
     /// it at once if the request was cancelled meanwhile.
-    func attach(_ task: TransportTask) {
+    ///
+    /// - Parameter attempt: For a transfer, the retry count of the attempt it carries (0: the
+    ///   first). A transfer attached after a later retry began is not recorded: a transport may
+    ///   complete before `start` returns, and the retry's wait, attached first, must stay the one a
+    ///   cancel stops (it was overwritten by the finished first transfer, and a cancel during the
+    ///   backoff waited for the backoff's end). `nil`: what runs now (a retry's wait, a park).
+    func attach(_ task: TransportTask, attempt: Int? = nil) {
         let cancelNow = storage.withLock { storage -> Bool in
             if storage.state == .cancelled { return true }
+            if let attempt, attempt < storage.retryCount { return false }
             storage.task = task
             return false
         }

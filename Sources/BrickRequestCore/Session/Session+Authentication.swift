@@ -88,6 +88,9 @@ extension Session {
         lifecycle: RequestLifecycle
     ) async -> Result<TransportResponse, TransportError> {
         let (transport, resuming, traffic) = (self.transport, self.resuming, self.traffic)
+        // Which attempt this transfer carries: its completion resumes the caller, which may begin
+        // the next retry (and attach its wait) before `attach` below runs.
+        let attempt = lifecycle.retryCount
         return await withUnsafeContinuation {
             (continuation: UnsafeContinuation<Result<TransportResponse, TransportError>, Never>) in
             let task = transport.start(request) { result in
@@ -95,7 +98,7 @@ extension Session {
                 self.noteReachability(after: result, of: request, lifecycle: lifecycle)
                 continuation.resume(returning: result, through: resuming)
             }
-            lifecycle.attach(task)
+            lifecycle.attach(task, attempt: attempt)
         }
     }
 }

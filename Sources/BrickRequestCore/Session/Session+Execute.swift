@@ -55,7 +55,8 @@ final class Exchange: Sendable {
     func start() {
         // The closure's only capture is the exchange, which serves as its context: no allocation.
         let task = session.transport.start(request) { [self] result in transportDidComplete(result) }
-        lifecycle.attach(task)
+        // The first attempt's: ignored if its completion already began a retry (attach's note).
+        lifecycle.attach(task, attempt: 0)
     }
 
     /// The transport's completion of the first attempt.

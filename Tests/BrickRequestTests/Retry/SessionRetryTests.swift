@@ -33,6 +33,27 @@ final class CreateOrder: Component, POSTRequestType, IdempotentRequestType, Vali
     }
 }
 
+/// Answers 503 from inside `start`, then returns its handle only once the session's clock has a
+/// sleeper (the retry's backoff) — the first attempt's handle arrives after the backoff's.
+final class CompletesBeforeReturning: Transport {
+    let clock: ManualClock
+    let returned = Lock(false)
+    init(clock: ManualClock) { self.clock = clock }
+
+    func start(
+        _ request: TransportRequest,
+        completion: @escaping @Sendable (Result<TransportResponse, TransportError>) -> Void
+    ) -> TransportTask {
+        completion(.success(TransportResponse(status: .serviceUnavailable, body: Data())))
+        let deadline = Date().addingTimeInterval(30)
+        while clock.waiterCount == 0 && Date() < deadline { usleep(1000) }
+        // The retry attaches its backoff right after starting the sleep that made the waiter.
+        usleep(50_000)
+        returned.withLock { $0 = true }
+        return TransportTask {}
+    }
+}
+
 /// The network is down exactly while a transport delivers a result, as seen from the delivering
 /// thread, and up for every other look: the retry engine must judge a failure by the network the
 /// attempt met, however late it runs.
@@ -248,6 +269,26 @@ struct SessionRetryTests {
         #expect(response.error == .cancelled)
         #expect(stub.requests.count == 1)
         #expect(delivered.count == 1)
+    }
+
+    @Test("cancel() during the backoff stops it even when the first attempt's transport completed before its start returned")
+    func cancelWhenCompletedBeforeStartReturned() async throws {
+        // The transport answers 503 inside `start` and returns its handle only once the retry's
+        // backoff waits: the order a loaded machine produced under AddressSanitizer, where the
+        // finished first transfer's handle replaced the backoff's and the cancel waited 60 s.
+        let early = CompletesBeforeReturning(clock: clock)
+        let session = Session(transport: early, reachability: reachability, clock: clock)
+        let request = Flaky("https://api.example.com/slow", session: session, retry: .init(breakTime: .seconds(60)))
+        let delivered = Delivered<Response<Data, BrickError>>()
+        // From a thread of its own: `start` blocks the thread that resumes the request. (A component
+        // is not Sendable; this thread is its only user until `returned`.)
+        nonisolated(unsafe) let resumed = request
+        Thread { resumed.response { delivered.add($0) }.resume() }.start()
+        await eventually { early.returned.withLock { $0 } }
+        request.cancel()
+        let response = try await delivered.first()
+        #expect(response.error == .cancelled)
+        #expect(clock.now.offset == .zero, "the cancel ended the backoff, not the clock")
     }
 
     @Test("a POST with IdempotentRequestType retries with the same Idempotency-Key")
