@@ -88,10 +88,12 @@ struct GroupCommitRefusalTests {
             Thread {
                 try? holder.inTransaction(.exclusive) { _ in
                     locked.signal()
-                    // Until the 15 wait (never longer than 2 minutes: a failure, not a hang).
+                    // Until all 16 are in the group commit — in the first commit (waiting for this
+                    // lock) or queued behind it; one that arrived just before the first commit
+                    // began is in it, not waiting (never longer than 2 minutes: a failure, not a hang).
                     let deadline = Date().addingTimeInterval(120)
-                    while store.groupCommit.waitingCount < 15 && Date() < deadline { usleep(1000) }
-                    gathered.withLock { $0 = store.groupCommit.waitingCount >= 15 }
+                    while store.groupCommit.gatheredCount < 16 && Date() < deadline { usleep(1000) }
+                    gathered.withLock { $0 = store.groupCommit.gatheredCount >= 16 }
                     return .commit
                 }
                 try? holder.close()
@@ -128,7 +130,7 @@ struct GroupCommitRefusalTests {
             }
             let outcomes = await adds.childValue
             released.wait()
-            #expect(gathered.withLock { $0 }, "the 15 other adds queued up behind the first")
+            #expect(gathered.withLock { $0 }, "the 16 adds gathered behind the lock")
             let refused = outcomes.compactMap { outcome -> OfflineStoreError? in
                 if case .failure(let error) = outcome { return error as? OfflineStoreError }
                 return nil

@@ -39,6 +39,11 @@ package final class GroupCommitter<Item: Sendable, Success: Sendable>: Sendable 
 
     /// How many callers wait for a commit now (for tests).
     package var waitingCount: Int { state.withLock { $0.waitingCount } }
+    /// Items in the commit under way now (for tests).
+    private let inRound = Atomic<Int>(0)
+    /// How many callers' items are in the commit under way or wait for the next (for tests: a
+    /// caller that arrived just before the first commit began is in it, not waiting).
+    package var gatheredCount: Int { inRound.load(ordering: .relaxed) + waitingCount }
 
     /// Writes `item` with others through `commit`, which runs on the committing caller's task,
     /// gets every item of the transaction (the committer's first) and returns one result per
@@ -73,7 +78,9 @@ package final class GroupCommitter<Item: Sendable, Success: Sendable>: Sendable 
             try? await Task.sleep(for: window)
         }
         let taken = state.withLock { $0.takeWaiting(atMost: maxBatch - 1) }
+        inRound.store(taken.count + 1, ordering: .relaxed)
         let results = await commit([first] + taken.map(\.item))
+        inRound.store(0, ordering: .relaxed)
         for (index, waiting) in taken.enumerated() {
             let result =
                 index + 1 < results.count
