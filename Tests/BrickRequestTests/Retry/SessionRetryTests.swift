@@ -46,9 +46,9 @@ final class CompletesBeforeReturning: Transport {
     ) -> TransportTask {
         completion(.success(TransportResponse(status: .serviceUnavailable, body: Data())))
         let deadline = Date().addingTimeInterval(30)
+        // The backoff's sleep is registered by the task the retry creates just before it attaches
+        // that task's handle: by the time the waiter shows, the handle is (almost always) attached.
         while clock.waiterCount == 0 && Date() < deadline { usleep(1000) }
-        // The retry attaches its backoff right after starting the sleep that made the waiter.
-        usleep(50_000)
         returned.withLock { $0 = true }
         return TransportTask {}
     }
