@@ -31,28 +31,77 @@ final class VethLab: Sendable {
     }
 
     init() throws {
-        let id = getpid() % 200 + 20
+        Self.removeAbandonedLabs()
         namespace = "brick-ns-\(getpid())"
         hostInterface = "bkc\(getpid() % 100_000)"
         let peer = "bks\(getpid() % 100_000)"
-        serverAddress = "10.213.\(id).2"
-        try NginxFixture.shell(
+        // A /24 of 10.213.0.0/16 that nothing on the machine uses (another test process's lab, one
+        // a killed run left behind): tried from the one this process's ID names, until one is set up.
+        var chosen: (route: String, server: String)?
+        var failures: [String] = []
+        for offset in 0..<200 where chosen == nil {
+            let net = "10.213.\((Int(getpid()) + offset) % 200 + 20)"
+            let inUse = (try? NginxFixture.shell("ip route show \(net).0/24; ip -o -4 addr show to \(net).0/24")) ?? "unknown"
+            if !inUse.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { continue }
+            do {
+                try NginxFixture.shell(
+                    """
+                    set -e
+                    ip netns add \(namespace)
+                    ip link add \(hostInterface) type veth peer name \(peer)
+                    ip link set \(peer) netns \(namespace)
+                    ip addr add \(net).1/24 dev \(hostInterface)
+                    ip link set \(hostInterface) up
+                    ip netns exec \(namespace) ip addr add \(net).2/24 dev \(peer)
+                    ip netns exec \(namespace) ip link set \(peer) up
+                    ip netns exec \(namespace) ip link set lo up
+                    ip route add unreachable \(net).0/24 metric 4000
+                    """
+                )
+                chosen = ("\(net).0/24", "\(net).2")
+            } catch {
+                failures.append("\(error)")
+                // What this attempt created (never the route: if adding it failed, it is another's).
+                _ = try? NginxFixture.shell("ip link del \(hostInterface) 2>/dev/null; ip netns del \(namespace) 2>/dev/null; true")
+                if failures.count >= 5 { break }
+            }
+        }
+        guard let chosen else {
+            throw NginxFixture.FixtureError(message: "no network lab could be set up:\n" + failures.joined(separator: "\n"))
+        }
+        (subnetRoute, serverAddress) = chosen
+        do {
+            server = try Subprocess.spawn(
+                "exec ip netns exec \(namespace) /usr/bin/python3 -m http.server \(port) --bind \(serverAddress)"
+            )
+        } catch {
+            _ = try? NginxFixture.shell(Self.removal(route: subnetRoute, interface: hostInterface, namespace: namespace))
+            throw error
+        }
+    }
+
+    /// Removes a lab's route, veth pair and namespace.
+    private static func removal(route: String, interface: String, namespace: String) -> String {
+        "ip route del unreachable \(route) metric 4000 2>/dev/null; ip link del \(interface) 2>/dev/null; ip netns del \(namespace) 2>/dev/null; true"
+    }
+
+    /// The labs of test processes that were killed before their tear-down (a run stopped by its
+    /// bound, a developer's ^C): their namespaces and veth pairs, and `unreachable` routes that no
+    /// address of the machine is in (a live lab adds its address before its route, and removes its
+    /// route first).
+    private static func removeAbandonedLabs() {
+        _ = try? NginxFixture.shell(
             """
-            set -e
-            ip netns add \(namespace)
-            ip link add \(hostInterface) type veth peer name \(peer)
-            ip link set \(peer) netns \(namespace)
-            ip addr add 10.213.\(id).1/24 dev \(hostInterface)
-            ip link set \(hostInterface) up
-            ip netns exec \(namespace) ip addr add \(serverAddress)/24 dev \(peer)
-            ip netns exec \(namespace) ip link set \(peer) up
-            ip netns exec \(namespace) ip link set lo up
-            ip route add unreachable 10.213.\(id).0/24 metric 4000
+            for ns in $(ip netns list | awk '{print $1}' | grep -E '^brick-ns-[0-9]+$'); do
+                pid=${ns#brick-ns-}
+                [ -d /proc/$pid ] && continue
+                ip link del bkc$((pid % 100000)) 2>/dev/null; ip netns del $ns 2>/dev/null
+            done
+            for net in $(ip route show type unreachable | awk '$0 ~ /metric 4000/ && $2 ~ /^10\\.213\\./ {print $2}'); do
+                [ -z "$(ip -o -4 addr show to $net)" ] && ip route del unreachable $net metric 4000 2>/dev/null
+            done
+            true
             """
-        )
-        subnetRoute = "10.213.\(id).0/24"
-        server = try Subprocess.spawn(
-            "exec ip netns exec \(namespace) /usr/bin/python3 -m http.server \(port) --bind \(serverAddress)"
         )
     }
 
@@ -63,9 +112,7 @@ final class VethLab: Sendable {
     func tearDown() {
         kill(server, SIGKILL)
         _ = Subprocess.wait(server)
-        _ = try? NginxFixture.shell(
-            "ip route del unreachable \(subnetRoute) metric 4000 2>/dev/null; ip link del \(hostInterface) 2>/dev/null; ip netns del \(namespace)"
-        )
+        _ = try? NginxFixture.shell(Self.removal(route: subnetRoute, interface: hostInterface, namespace: namespace))
     }
 }
 
