@@ -5,6 +5,7 @@
 #   Scripts/fuzz.sh replay                replay every committed corpus (CI)
 #   Scripts/fuzz.sh run TARGET SECONDS    fuzz one target; new inputs go to .build-asan/corpus/TARGET
 #   Scripts/fuzz.sh smoke SECONDS         replay, then fuzz every target SECONDS each (CI)
+#   Scripts/fuzz.sh path                  build brick-fuzz if needed and print its path
 #   Scripts/fuzz.sh merge TARGET          add what .build-asan/corpus/TARGET covers that the
 #                                         committed corpus does not (then commit Tests/Fuzz/Corpus)
 #
@@ -29,7 +30,9 @@ build() {
 
 fuzzer() {
     local binary
-    binary=$(build)
+    # BRICK_FUZZ_BINARY: a brick-fuzz already built (CI finds it before its ASan tests start, then
+    # fuzzes beside them: a SwiftPM command here would wait for theirs to end).
+    binary=${BRICK_FUZZ_BINARY:-$(build)}
     mkdir -p "$scratch/artifacts"
     echo "$binary"
 }
@@ -59,7 +62,7 @@ run() {
 }
 
 case "${1:-}" in
-    build) build ;;
+    build | path) build ;;
     replay) replay "$(fuzzer)" ;;
     run) run "$(fuzzer)" "$2" "$3" ;;
     smoke)
