@@ -358,8 +358,12 @@ struct TrafficControlTests {
         // Unreachable: park (spending nothing) until the network returns, then go through the breaker again.
         reachability.set(.unreachable)
         stub.stub(.get, "/flaky", .json("{}"))
+        let watchers = reachability.subscriberCount  // the session's own, forwarding changes to the transport
         let parked = Task { try await Flaky(url, session: session, retry: AutoRetryConfiguration(maxRetryCount: 0)).value }
-        await eventually { session.runningRequests == 1 && stub.requests.count == 2 }
+        // Parked: waiting for the network (not merely started: a request refused and not yet
+        // parked when the network returns fails fast, as a reachable host's does).
+        await eventually { reachability.subscriberCount == watchers + 1 }
+        #expect(session.runningRequests == 1 && stub.requests.count == 2)
         clock.advance(by: .seconds(5))  // the break is over: the next admission is the probe
         reachability.set(.reachable)
         #expect(try await parked.childValue == Data("{}".utf8))
