@@ -96,7 +96,9 @@ extension RequestType where Self: Component {
     /// figures change, in order, and all of them before the response handler runs (or, with the
     /// async `response()` and `value`, before they return). Received bytes are counted on the
     /// wire (before decompression); a retry starts them over. Register it before the request
-    /// starts; it is let go once the request has started.
+    /// starts; it is let go once the request has started. A report describes the moment its
+    /// figures were taken, not the moment it runs: on a busy queue the transfer may have ended
+    /// by then (a download's file already in place).
     ///
     /// ```swift
     /// DownloadBackup().progress { progress in
