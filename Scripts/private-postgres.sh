@@ -63,6 +63,13 @@ start)
     else
         port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     fi
+    # A second start on a DIR that holds a cluster would write a new password file the role does
+    # not have (every later login failed) and then fail in initdb without a word.
+    if [ -e "$dir/data" ]; then
+        echo "private-postgres: $dir already holds a cluster; its password is in $dir/password," \
+            "its port in $dir/port (to start afresh: $0 stop $dir)" >&2
+        exit 1
+    fi
     password=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
     umask 077
     printf '%s\n' "$password" >"$dir/password"
