@@ -190,6 +190,19 @@ final class ConnectionHandler: ChannelInboundHandler {
             context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
                 self.reset(context: context)
             }
+        case .heldMidBody(let total, let sent, let gate):
+            let first = min(max(0, sent), total)
+            var head = context.channel.allocator.buffer(capacity: first + 128)
+            head.writeString(
+                "HTTP/1.1 200 OK\r\nContent-Length: \(total)\r\nContent-Type: application/octet-stream\r\n\r\n"
+            )
+            head.writeBytes([UInt8](repeating: UInt8(ascii: "*"), count: first))
+            context.writeAndFlush(wrapOutboundOut(head), promise: nil)
+            whenOpen(gate, context: context) {
+                var rest = context.channel.allocator.buffer(capacity: total - first)
+                rest.writeBytes([UInt8](repeating: UInt8(ascii: "*"), count: total - first))
+                self.finish(rest, keepAlive: keepAlive, context: context)
+            }
         case .routeCutAfter:
             reset(context: context)  // handled with the route in serveNext; not reached
         case .stall:
@@ -212,12 +225,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             buffer.writeBytes(bytes)
             finish(buffer, keepAlive: true, context: context)
         case .held(let response, let gate):
-            let opened = context.eventLoop.makePromise(of: Void.self)
-            gate.whenOpen { opened.succeed() }
-            opened.futureResult.assumeIsolated().whenSuccess {
-                guard context.channel.isActive else { return }
-                self.perform(response, keepAlive: keepAlive, context: context)
-            }
+            whenOpen(gate, context: context) { self.perform(response, keepAlive: keepAlive, context: context) }
         case .pushAfterResponse(let response, let bytes, let delay):
             perform(response, keepAlive: keepAlive, context: context)
             context.eventLoop.assumeIsolated().scheduleTask(in: Self.timeAmount(delay)) {
@@ -260,6 +268,17 @@ final class ConnectionHandler: ChannelInboundHandler {
     private func finish(_ buffer: ByteBuffer, keepAlive: Bool, context: ChannelHandlerContext) {
         context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
             self.done(keepAlive: keepAlive, context: context)
+        }
+    }
+
+    /// Runs `action` on the connection's event loop once `gate` is open, if the connection is
+    /// still up then.
+    private func whenOpen(_ gate: ResponseGate, context: ChannelHandlerContext, _ action: @escaping () -> Void) {
+        let opened = context.eventLoop.makePromise(of: Void.self)
+        gate.whenOpen { opened.succeed() }
+        opened.futureResult.assumeIsolated().whenSuccess {
+            guard context.channel.isActive else { return }
+            action()
         }
     }
 

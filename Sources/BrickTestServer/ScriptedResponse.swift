@@ -20,6 +20,9 @@ public enum ScriptedResponse: Sendable, Hashable {
     case stall
     /// Send a `totalBytes` body one byte at a time, one byte every `interval`.
     case slowDrip(totalBytes: Int, interval: Duration)
+    /// Send the head and the first `sentBytes` of a `totalBytes` body (`*` bytes), then the rest
+    /// once `gate` is open: a transfer the test holds in the middle for as long as it needs.
+    case heldMidBody(totalBytes: Int, sentBytes: Int, until: ResponseGate)
     /// Write these exact bytes (a hand-made, possibly malformed response), then close.
     case raw([UInt8])
     /// Write these exact bytes and keep the connection open for the next request, as a server
